@@ -1,0 +1,230 @@
+"""Mem_pair DRAM allocation as a MILP, a transportation LP and a CP-SAT model; see docs/mem_pair.md.
+
+Data: senders s needing n_s chunks, helpers h with room c_h chunks, hop counts d_sh (reachable
+pairs only), chunk size q, optional K helpers per sender.
+Variables: y_sh (chunks of s on h), u_sh (s uses h; only with K).
+Constraints: place_all (sum_h y_sh = n_s), helper_room (sum_s y_sh <= c_h), use_link
+(y_sh <= min(n_s, c_h) u_sh) and partners (sum_h u_sh <= K) with K.
+Objective: q * sum_sh d_sh y_sh.
+"""
+
+from __future__ import annotations
+
+import math
+
+from wafopt.heuristics.mem_pair import flow_chunks, greedy_chunks, respects_k
+from wafopt.instance.mem_pair import MemPairInstance
+from wafopt.solve import MethodResult, SolveOptions
+
+
+# --- shared -----------------------------------------------------------------------------------------
+
+
+def pairs(inst: MemPairInstance) -> list[tuple[int, int]]:
+    """Reachable (sender, helper) pairs that can carry a chunk."""
+    return [(s, h) for s in range(len(inst.senders)) for h in range(len(inst.helpers))
+            if inst.hops[s][h] is not None and inst.need[s] > 0 and inst.room[h] > 0]
+
+
+def plan_of(inst: MemPairInstance, chunks: dict[tuple[int, int], int]) -> dict:
+    return {"allocations": [{"sender": list(inst.senders[s].die), "helper": list(inst.helpers[h].die),
+                             "amount": c * inst.chunk} for (s, h), c in sorted(chunks.items()) if c > 0]}
+
+
+def chunks_of(inst: MemPairInstance, plan: dict) -> dict[tuple[int, int], int]:
+    s_index = {s.die: k for k, s in enumerate(inst.senders)}
+    h_index = {h.die: k for k, h in enumerate(inst.helpers)}
+    out: dict[tuple[int, int], int] = {}
+    for a in plan.get("allocations", []):
+        key = (s_index[tuple(a["sender"])], h_index[tuple(a["helper"])])
+        out[key] = out.get(key, 0) + round(a["amount"] / inst.chunk)
+    return out
+
+
+def early_infeasible(inst: MemPairInstance, solver: str) -> MethodResult | None:
+    why = inst.infeasibility()
+    return MethodResult(None, "infeasible", None, solver, why) if why else None
+
+
+def start_plan(inst: MemPairInstance, options: SolveOptions) -> dict | None:
+    """The warm start: the given plan, else the min-cost-flow plan when it respects K, else greedy."""
+    if options.warm_start is not None:
+        return options.warm_start
+
+    chunks = flow_chunks(inst)
+    if chunks is None or not respects_k(inst, chunks):
+        chunks = greedy_chunks(inst)
+    return plan_of(inst, chunks) if chunks is not None else None
+
+
+# --- MILP and LP (pyomo + HiGHS) ----------------------------------------------------------------------
+
+
+def build_milp(inst: MemPairInstance, relax: bool = False, with_k: bool = True):
+    import pyomo.environ as pyo
+
+    m = pyo.ConcreteModel("mem_pair")
+    # data
+    A = pairs(inst)
+    n, c, d = inst.need, inst.room, inst.hops
+    K = inst.max_helpers_per_sender if with_k else None
+    S, H = range(len(inst.senders)), range(len(inst.helpers))
+
+    # variables
+    m.y = pyo.Var(A, domain=pyo.NonNegativeReals if relax else pyo.NonNegativeIntegers,  # chunks s -> h
+                  bounds=lambda _, s, h: (0, min(n[s], c[h])))
+    if K is not None:
+        m.u = pyo.Var(A, domain=pyo.Binary)                                              # s uses h
+
+    # constraints
+    def row(terms, make):  # senders or helpers without a usable pair have nothing to constrain
+        return make(sum(terms)) if terms else pyo.Constraint.Skip
+
+    m.place_all = pyo.Constraint(S, rule=lambda _, s: row([m.y[s, h] for h in H if (s, h) in m.y],
+                                                          lambda e: e == n[s]))
+    m.helper_room = pyo.Constraint(H, rule=lambda _, h: row([m.y[s, h] for s in S if (s, h) in m.y],
+                                                            lambda e: e <= c[h]))
+    if K is not None:
+        m.use_link = pyo.Constraint(A, rule=lambda _, s, h: m.y[s, h] <= min(n[s], c[h]) * m.u[s, h])
+        m.partners = pyo.Constraint(S, rule=lambda _, s: row([m.u[s, h] for h in H if (s, h) in m.u],
+                                                             lambda e: e <= K))
+
+    # objective: volume times hops
+    m.volume_hops = pyo.Objective(expr=inst.chunk * sum(d[s][h] * m.y[s, h] for s, h in A),
+                                  sense=pyo.minimize)
+    return m
+
+
+def set_milp_start(model, inst: MemPairInstance, plan: dict) -> None:
+    chunks = chunks_of(inst, plan)
+    for key in model.y:
+        model.y[key].value = chunks.get(key, 0)
+        if hasattr(model, "u"):
+            model.u[key].value = 1 if chunks.get(key, 0) > 0 else 0
+
+
+def decode_milp(model) -> tuple[dict[tuple[int, int], int], float]:
+    """Chunks per pair (rounded) and the largest distance of a value from an integer."""
+    values = {key: model.y[key].value or 0.0 for key in model.y}
+    off = max((abs(v - round(v)) for v in values.values()), default=0.0)
+    return {key: int(round(v)) for key, v in values.items() if round(v) > 0}, off
+
+
+def solve_milp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
+    from wafopt.models.solvers import highs_version, solve_pyomo
+
+    early = early_infeasible(inst, highs_version())
+    if early:
+        return early
+    model = build_milp(inst)
+    start = start_plan(inst, options)
+    if start is not None:
+        set_milp_start(model, inst, start)
+        options.incumbent(start)
+    out = solve_pyomo(model, options, warm_start=start is not None)
+    if out.status == "infeasible":
+        return MethodResult(None, "infeasible", None, out.solver, out.message)
+    plan = plan_of(inst, decode_milp(model)[0]) if out.has_solution else start
+    return MethodResult(plan, out.status if plan is not None else "unknown", out.bound, out.solver, out.message)
+
+
+def solve_lp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
+    """Transportation LP without K: integral vertices (totally unimodular), so optimal without K;
+    with K its value is a lower bound and its plan counts only if it happens to respect K."""
+    from wafopt.models.solvers import highs_version, solve_pyomo
+
+    early = early_infeasible(inst, highs_version())
+    if early:
+        return early
+    model = build_milp(inst, relax=True, with_k=False)
+    out = solve_pyomo(model, options, lp=True)
+    if out.status == "infeasible":
+        return MethodResult(None, "infeasible", None, out.solver, out.message)
+    if not out.has_solution:
+        return MethodResult(None, "unknown", out.bound, out.solver, out.message)
+    chunks, off = decode_milp(model)
+    bound = out.bound
+    if off > 1e-6:
+        return MethodResult(None, "unknown", bound, out.solver,
+                            f"the LP solution is fractional (off by {off:.2g}); only its bound is kept")
+    plan = plan_of(inst, chunks)
+    K = inst.max_helpers_per_sender
+
+    if not respects_k(inst, chunks):
+        return MethodResult(None, "unknown", bound, out.solver,
+                            f"the LP plan uses more than K = {K} helpers for a sender: only its bound is kept")
+    return MethodResult(plan, out.status, bound, out.solver,
+                        "transportation LP" + ("" if K is None else " (respects K, hence optimal)"))
+
+
+# --- CP-SAT ----------------------------------------------------------------------------------------------
+
+
+def build_cpsat(inst: MemPairInstance):
+    from ortools.sat.python import cp_model
+
+    model = cp_model.CpModel()
+    # data (hops and chunk counts are integers: the model is exact in chunk units)
+    A = pairs(inst)
+    n, c, d = inst.need, inst.room, inst.hops
+    K = inst.max_helpers_per_sender
+    S, H = range(len(inst.senders)), range(len(inst.helpers))
+
+    # variables
+    y = {(s, h): model.NewIntVar(0, min(n[s], c[h]), f"y[{s},{h}]") for s, h in A}  # chunks s -> h
+    u = {key: model.NewBoolVar(f"u[{key[0]},{key[1]}]") for key in A} if K is not None else {}  # s uses h
+
+    # constraints
+    for s in S:
+        model.Add(cp_model.LinearExpr.Sum([y[s, h] for h in H if (s, h) in y]) == n[s]).WithName(f"place_all[{s}]")
+    for h in H:
+        model.Add(cp_model.LinearExpr.Sum([y[s, h] for s in S if (s, h) in y]) <= c[h]).WithName(f"helper_room[{h}]")
+    if K is not None:
+        for (s, h), var in y.items():
+            model.Add(var <= min(n[s], c[h]) * u[s, h]).WithName(f"use_link[{s},{h}]")
+        for s in S:
+            model.Add(cp_model.LinearExpr.Sum([u[s, h] for h in H if (s, h) in u]) <= K).WithName(f"partners[{s}]")
+
+    # objective in chunk-hops (times chunk when decoded)
+    chunk_hops = cp_model.LinearExpr.WeightedSum([y[key] for key in A], [d[s][h] for s, h in A])
+    if K is not None:
+        # transportation_bound: the min-cost flow without K is a relaxation, so a valid cut
+        relaxed = flow_chunks(inst)
+        if relaxed is not None:
+            model.Add(chunk_hops >= sum(v * d[s][h] for (s, h), v in relaxed.items())).WithName(
+                "transportation_bound")
+    model.Minimize(chunk_hops)
+    return model, y, u
+
+
+def decode_cpsat(values, y) -> dict[tuple[int, int], int]:
+    return {key: values.Value(var) for key, var in y.items() if values.Value(var) > 0}
+
+
+def solve_cpsat(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
+    from wafopt.models.solvers import cpsat_version, solve_cpsat as run_cpsat
+
+    early = early_infeasible(inst, cpsat_version())
+    if early:
+        return early
+    model, y, u = build_cpsat(inst)
+    start = start_plan(inst, options)
+    hint = None if options.warm_start is not None else flow_chunks(inst)
+    if hint is None and start is not None:
+        hint = chunks_of(inst, start)
+    if start is not None:
+        options.incumbent(start)
+    if hint is not None:
+        # the K-free flow optimum guides the search even where it breaks K (a hint need not be feasible)
+        chunks = hint
+        for key, var in y.items():
+            model.AddHint(var, chunks.get(key, 0))
+            if key in u:
+                model.AddHint(u[key], 1 if chunks.get(key, 0) > 0 else 0)
+    out, solver = run_cpsat(model, options,
+                            on_solution=lambda cb: options.incumbent(plan_of(inst, decode_cpsat(cb, y))))
+    if out.status == "infeasible":
+        return MethodResult(None, "infeasible", None, out.solver, out.message)
+    plan = plan_of(inst, decode_cpsat(solver, y)) if out.has_solution else start
+    bound = None if out.bound is None else math.ceil(out.bound - 1e-6) * inst.chunk  # integer objective
+    return MethodResult(plan, out.status if plan is not None else "unknown", bound, out.solver, out.message)

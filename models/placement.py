@@ -1,0 +1,374 @@
+"""Exact placement models (docs/placement.md): pyomo MILP (HiGHS), CP-SAT, Gilmore-Lawler bound.
+
+All three minimize the base objective sum_{i<j} C[i][j] * D(slot i, slot j) on each candidate tile
+shape (Layout); it is a proven lower bound of the full Eq. 2 objective. Shared pieces:
+- Gilmore-Lawler values L[i][k] (the cheapest way stage i in slot k can talk to all other stages)
+  give the GL bound and the per-stage "star" cuts  sum_{j} C[i][j] d_ij >= sum_k L[i][k] x_ik;
+- symmetry breaking: the heaviest stage is restricted to one slot per orbit of the grid
+  symmetries that preserve D (reflections, and transpositions of a square slot grid);
+- warm start: the given plan, or a fast local-search descent from the serpentine placement.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from wafopt.heuristics.placement import Fitness, descend
+from wafopt.instance.placement import Layout, PlacementInstance
+from wafopt.solve import MethodResult, SolveOptions
+
+EDGE_LINEARIZATION_MAX_VARS = 60_000  # above this the MILP uses the compact Manhattan model
+CPSAT_SCALE_DIGITS = 9                # volumes are scaled by 10^k (k <= 9) to integers when exact
+
+
+# --- data shared by the models -----------------------------------------------------------------
+
+def gilmore_lawler(C: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """L[i][k] = min over placements of the other stages in slots other than k of sum_j C[i][j] D[k][l_j]
+    = sorted(C[i, j != i], descending) . sorted(D[k, l != k], ascending)[:n-1]  (rearrangement)."""
+    n, m = C.shape[0], D.shape[0]
+    flows = np.sort(np.where(np.eye(n, dtype=bool), -np.inf, C), axis=1)[:, ::-1][:, :n - 1]   # (n, n-1)
+    dists = np.sort(np.where(np.eye(m, dtype=bool), np.inf, D), axis=1)[:, :n - 1]             # (m, n-1)
+    return flows @ dists.T
+
+
+def linear_assignment(cost: np.ndarray) -> tuple[float, np.ndarray]:
+    """Minimum-cost assignment of rows to distinct columns (rows <= columns): shortest augmenting
+    paths with potentials (Hungarian method, O(n^2 m)). Returns (cost, column of each row)."""
+    n, m = cost.shape
+    INF = np.inf
+    u, v = np.zeros(n + 1), np.zeros(m + 1)
+    row_of = np.zeros(m + 1, dtype=int)          # row_of[col] (1-based rows, 0 = free)
+    way = np.zeros(m + 1, dtype=int)
+    for i in range(1, n + 1):
+        row_of[0] = i
+        j0 = 0
+        minv = np.full(m + 1, INF)
+        used = np.zeros(m + 1, dtype=bool)
+        while True:
+            used[j0] = True
+            i0 = row_of[j0]
+            free = ~used[1:]
+            reduced = cost[i0 - 1] - u[i0] - v[1:]
+            better = free & (reduced < minv[1:])
+            minv[1:][better] = reduced[better]
+            way[1:][better] = j0
+            cand = np.where(free, minv[1:], INF)
+            j1 = int(np.argmin(cand)) + 1
+            delta = cand[j1 - 1]
+            u[row_of[used]] += delta
+            v[used] -= delta
+            minv[1:][free] -= delta
+            j0 = j1
+            if row_of[j0] == 0:
+                break
+        while j0:
+            j1 = way[j0]
+            row_of[j0] = row_of[j1]
+            j0 = j1
+    col = np.zeros(n, dtype=int)
+    for j in range(1, m + 1):
+        if row_of[j]:
+            col[row_of[j] - 1] = j - 1
+    return float(cost[np.arange(n), col].sum()), col
+
+
+def edges(C: np.ndarray) -> list[tuple[int, int, float]]:
+    n = C.shape[0]
+    return [(i, j, float(C[i, j])) for i in range(n) for j in range(i + 1, n) if C[i, j] > 0]
+
+
+def anchor(C: np.ndarray) -> int:
+    """The stage symmetry breaking fixes: the one with the largest total weight."""
+    return int(np.argmax(C.sum(axis=1)))
+
+
+def orbit_representatives(lay: Layout) -> list[int]:
+    """One slot per orbit of the D-preserving grid symmetries (the smallest index)."""
+    return sorted({min(int(g[k]) for g in lay.symmetries) for k in range(len(lay.slots))})
+
+
+def canonical(lay: Layout, perm: np.ndarray, stage: int) -> np.ndarray:
+    """Apply the symmetry that maps stage's slot to its orbit representative (same base objective)."""
+    target = min(int(g[perm[stage]]) for g in lay.symmetries)
+    for g in lay.symmetries:
+        if g[perm[stage]] == target:
+            return g[perm]
+    return perm
+
+
+def best_symmetric(fit: Fitness, lay: Layout, perm: np.ndarray) -> np.ndarray:
+    """Among the symmetric images of perm (equal base objective) the one with the least full objective."""
+    images = np.array([g[perm] for g in lay.symmetries])
+    return images[int(np.argmin(fit(images)))]
+
+
+def start_perm(inst: PlacementInstance, lay: Layout, fit: Fitness, options: SolveOptions) -> np.ndarray:
+    """Warm start on this layout: the given plan if it uses this tile, else a descent from serpentine."""
+    plan = options.warm_start
+    if plan and tuple(plan.get("tile", inst.tiles[0])) == lay.tile:
+        try:
+            used = [lay.index[tuple(s)] for s in plan["assignment"]]
+            if len(used) == inst.stages and len(set(used)) == len(used):
+                free = [k for k in range(len(lay.slots)) if k not in set(used)]
+                return np.array(used + free)
+        except (KeyError, TypeError):
+            pass
+    return descend(fit, np.array(lay.order(True)), time.monotonic() + 2.0, cycles=False, full=False)[0]
+
+
+def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, solver_name: str) -> MethodResult:
+    """Run `solve_one(lay, fit, L, start, time_limit) -> (perm|None, status, bound)` per tile shape;
+    combine: bound = min over shapes, plan = best full objective, optimal only if every shape is
+    proven and the best plan's full objective equals the bound."""
+    started = time.monotonic()
+    best_value, best_plan, bounds, statuses, stats = np.inf, None, [], [], {}
+    layouts = inst.layouts
+    for k, lay in enumerate(layouts):
+        remaining = options.remaining(started)
+        share = None if remaining is None else max(0.5, remaining / (len(layouts) - k))
+        fit = Fitness(inst, lay)
+        L = gilmore_lawler(inst.weights, lay.distance)
+        glb_value = linear_assignment(L)[0] / 2
+        start = start_perm(inst, lay, fit, options)
+        start_value = fit.one(start)
+        if start_value < best_value:
+            best_value, best_plan = start_value, lay.plan(start[:inst.stages])
+            options.incumbent(best_plan)
+        perm, status, bound = solve_one(lay, fit, L, start, share)
+        bound = max(glb_value, bound) if bound is not None else glb_value
+        if perm is not None:
+            perm = best_symmetric(fit, lay, perm)
+            if fit.pairs:  # the model ignores routing conflicts: polish on the full objective
+                perm = descend(fit, perm, time.monotonic() + 2.0)[0]
+            value = fit.one(perm)
+            if value < best_value - 1e-9:
+                best_value, best_plan = value, lay.plan(perm[:inst.stages])
+                options.incumbent(best_plan)
+        bounds.append(bound)
+        statuses.append(status)
+        stats[f"{lay.tile[0]}x{lay.tile[1]}"] = {"status": status, "bound": bound, "gl_bound": glb_value}
+    bound = min(bounds)
+    proven = all(s == "optimal" for s in statuses)
+    status = "optimal" if proven and best_value <= bound * (1 + 1e-9) + 1e-9 else "feasible"
+    message = ""
+    if proven and status != "optimal":
+        message = "base objective proven optimal; the plan pays a routing-conflict penalty (Eq. 2 gamma)"
+    options.incumbent(best_plan, bound)
+    return MethodResult(best_plan, status, bound, solver_name, message, {"layouts": stats})
+
+
+# --- MILP (pyomo + HiGHS) -----------------------------------------------------------------------------
+
+def build_milp(inst: PlacementInstance, lay: Layout, L: np.ndarray):
+    """Assignment MILP; distances by the compact Manhattan model or by the edge linearization."""
+    import pyomo.environ as pyo
+
+    C, D = inst.weights, lay.distance
+    n, m = inst.stages, len(lay.slots)
+    E = edges(C)
+    xy = lay.coordinates
+    off = D[~np.eye(m, dtype=bool)]
+    dmin = float(off.min()) if off.size else 0.0
+    compact = lay.is_manhattan and len(E) * m * (m - 1) > EDGE_LINEARIZATION_MAX_VARS
+
+    M = pyo.ConcreteModel("placement")
+    M.I, M.K, M.E = pyo.RangeSet(0, n - 1), pyo.RangeSet(0, m - 1), pyo.RangeSet(0, len(E) - 1)
+    M.x = pyo.Var(M.I, M.K, domain=pyo.Binary)            # x[i,k] = 1: stage i in slot k
+    M.d = pyo.Var(M.E, domain=pyo.NonNegativeReals)       # d[e]: hop distance of flow edge e
+    M.one_slot = pyo.Constraint(M.I, rule=lambda M, i: sum(M.x[i, k] for k in M.K) == 1)
+    M.one_stage = pyo.Constraint(M.K, rule=lambda M, k: sum(M.x[i, k] for i in M.I) <= 1)
+    if compact:
+        M.dx = pyo.Var(M.E, domain=pyo.NonNegativeReals)  # |row_i - row_j| of edge e
+        M.dy = pyo.Var(M.E, domain=pyo.NonNegativeReals)  # |col_i - col_j| of edge e
+        coord = lambda i, a: sum(float(xy[k, a]) * M.x[i, k] for k in M.K)
+        M.dx_pos = pyo.Constraint(M.E, rule=lambda M, e: M.dx[e] >= coord(E[e][0], 0) - coord(E[e][1], 0))
+        M.dx_neg = pyo.Constraint(M.E, rule=lambda M, e: M.dx[e] >= coord(E[e][1], 0) - coord(E[e][0], 0))
+        M.dy_pos = pyo.Constraint(M.E, rule=lambda M, e: M.dy[e] >= coord(E[e][0], 1) - coord(E[e][1], 1))
+        M.dy_neg = pyo.Constraint(M.E, rule=lambda M, e: M.dy[e] >= coord(E[e][1], 1) - coord(E[e][0], 1))
+        M.distance = pyo.Constraint(M.E, rule=lambda M, e: M.d[e] == M.dx[e] + M.dy[e])
+        M.distinct = pyo.Constraint(M.E, rule=lambda M, e: M.d[e] >= dmin)   # stages never share a slot
+    else:
+        M.KL = pyo.Set(initialize=[(k, l) for k in range(m) for l in range(m) if k != l], dimen=2)
+        M.y = pyo.Var(M.E, M.KL, domain=pyo.NonNegativeReals)  # y[e,k,l] = x[i,k] * x[j,l] for e = (i, j)
+        M.from_i = pyo.Constraint(M.E, M.K, rule=lambda M, e, k: sum(
+            M.y[e, k, l] for l in M.K if l != k) == M.x[E[e][0], k])
+        M.to_j = pyo.Constraint(M.E, M.K, rule=lambda M, e, l: sum(
+            M.y[e, k, l] for k in M.K if k != l) == M.x[E[e][1], l])
+        M.distance = pyo.Constraint(M.E, rule=lambda M, e: M.d[e] == sum(
+            float(D[k, l]) * M.y[e, k, l] for k, l in M.KL))
+    incident = {i: [e for e, (a, b, _) in enumerate(E) if i in (a, b)] for i in range(n)}
+    M.star = pyo.Constraint(M.I, rule=lambda M, i: sum(E[e][2] * M.d[e] for e in incident[i]) >= sum(
+        float(L[i, k]) * M.x[i, k] for k in M.K) if incident[i] else pyo.Constraint.Skip)
+    a = anchor(C)
+    reps = set(orbit_representatives(lay))
+    for k in range(m):
+        if k not in reps:
+            M.x[a, k].fix(0)                                  # symmetry breaking
+    M.cost = pyo.Objective(expr=sum(w * M.d[e] for e, (_, _, w) in enumerate(E)), sense=pyo.minimize)
+    M._edges, M._compact, M._anchor = E, compact, a
+    return M
+
+
+def warm_start_milp(M, lay: Layout, perm: np.ndarray, n: int) -> None:
+    xy, D = lay.coordinates, lay.distance
+    slot = [int(k) for k in perm[:n]]
+    for (i, k) in M.x:
+        if not M.x[i, k].fixed:
+            M.x[i, k].set_value(1 if slot[i] == k else 0)
+    for e, (i, j, _) in enumerate(M._edges):
+        M.d[e].set_value(float(D[slot[i], slot[j]]))
+        if M._compact:
+            M.dx[e].set_value(abs(float(xy[slot[i], 0] - xy[slot[j], 0])))
+            M.dy[e].set_value(abs(float(xy[slot[i], 1] - xy[slot[j], 1])))
+        else:
+            for (k, l) in M.KL:
+                M.y[e, k, l].set_value(1.0 if (k, l) == (slot[i], slot[j]) else 0.0)
+
+
+def decode_milp(M, n: int, m: int) -> np.ndarray:
+    slot = [max(range(m), key=lambda k: M.x[i, k].value or 0.0) for i in range(n)]
+    return np.array(slot + [k for k in range(m) if k not in set(slot)])
+
+
+def milp(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
+    from wafopt.models.solvers import highs_version, solve_pyomo
+
+    def solve_one(lay, fit, L, start, limit):
+        n, m = inst.stages, len(lay.slots)
+        M = build_milp(inst, lay, L)
+        start = canonical(lay, start, M._anchor)
+        warm_start_milp(M, lay, start, n)
+        out = solve_pyomo(M, options, warm_start=True, time_limit=limit)
+        perm = decode_milp(M, n, m) if out.has_solution else None
+        return perm, out.status, out.bound
+
+    return _solve_layouts(inst, options, solve_one, highs_version())
+
+
+# --- CP-SAT ----------------------------------------------------------------------------------------------
+
+def integer_scale(values: np.ndarray) -> tuple[float, bool]:
+    """A factor s = 10^k / g making every value an integer exactly (exact=True), else s with
+    max(value) * s ~ 1e6 and the caller floors (a conservative bound)."""
+    values = values[values > 0]
+    if values.size == 0:
+        return 1.0, True
+    for k in range(CPSAT_SCALE_DIGITS + 1):
+        scaled = values * 10 ** k
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * np.maximum(1.0, scaled)) and scaled.max() < 2 ** 40:
+            g = int(np.gcd.reduce(np.round(scaled).astype(np.int64)))
+            return 10 ** k / g, True
+    return 1e6 / values.max(), False
+
+
+def build_cpsat(inst: PlacementInstance, lay: Layout, scale: float):
+    """x[i,k] booleans with one slot per stage / one stage per slot; distances by |drow| + |dcol|
+    (Manhattan) or element on the distance table; integer weights floor(scale * C)."""
+    from ortools.sat.python import cp_model
+
+    C, D = inst.weights, lay.distance
+    n, m = inst.stages, len(lay.slots)
+    W = np.floor(C * scale + 1e-9).astype(np.int64)
+    E = [(i, j, int(W[i, j])) for i, j, _ in edges(C)]
+    L = np.floor(gilmore_lawler(W.astype(float), D) + 1e-9).astype(np.int64)
+    Dint = D.astype(np.int64)
+    dmax = int(Dint.max()) if m > 1 else 0
+    off = Dint[~np.eye(m, dtype=bool)]
+    dmin = int(off.min()) if off.size else 0
+    xy = lay.coordinates.astype(np.int64)
+
+    model = cp_model.CpModel()
+    x = [[model.NewBoolVar(f"x{i}_{k}") for k in range(m)] for i in range(n)]   # stage i in slot k
+    slot = [model.NewIntVar(0, m - 1, f"slot{i}") for i in range(n)]           # slot index of stage i
+    d = [model.NewIntVar(dmin, dmax, f"d{e}") for e in range(len(E))]          # hop distance of edge e
+    for i in range(n):
+        model.AddExactlyOne(x[i])
+        model.Add(slot[i] == sum(k * x[i][k] for k in range(m)))
+    for k in range(m):
+        model.AddAtMostOne(x[i][k] for i in range(n))
+    model.AddAllDifferent(slot)
+    if lay.is_manhattan:
+        rows = [model.NewIntVar(int(xy[:, 0].min()), int(xy[:, 0].max()), f"row{i}") for i in range(n)]
+        cols = [model.NewIntVar(int(xy[:, 1].min()), int(xy[:, 1].max()), f"col{i}") for i in range(n)]
+        for i in range(n):
+            model.Add(rows[i] == sum(int(xy[k, 0]) * x[i][k] for k in range(m)))
+            model.Add(cols[i] == sum(int(xy[k, 1]) * x[i][k] for k in range(m)))
+        for e, (i, j, _) in enumerate(E):
+            dr = model.NewIntVar(0, dmax, f"dr{e}")
+            dc = model.NewIntVar(0, dmax, f"dc{e}")
+            model.AddAbsEquality(dr, rows[i] - rows[j])
+            model.AddAbsEquality(dc, cols[i] - cols[j])
+            model.Add(d[e] == dr + dc)
+    else:
+        flat = [int(v) for v in Dint.ravel()]
+        for e, (i, j, _) in enumerate(E):
+            index = model.NewIntVar(0, m * m - 1, f"pair{e}")
+            model.Add(index == m * slot[i] + slot[j])
+            model.AddElement(index, flat, d[e])
+    for i in range(n):                                                          # Gilmore-Lawler star cuts
+        inc = [(e, w) for e, (a, b, w) in enumerate(E) if i in (a, b)]
+        if inc:
+            model.Add(sum(w * d[e] for e, w in inc) >= sum(int(L[i, k]) * x[i][k] for k in range(m)))
+    a = anchor(C)
+    reps = set(orbit_representatives(lay))
+    for k in range(m):
+        if k not in reps:
+            model.Add(x[a][k] == 0)                                             # symmetry breaking
+    model.Minimize(sum(w * d[e] for e, (_, _, w) in enumerate(E)))
+    return model, x, slot, a
+
+
+def cpsat(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
+    from wafopt.models.solvers import cpsat_version, solve_cpsat
+
+    scale, exact = integer_scale(np.triu(inst.weights, 1).ravel())
+
+    def solve_one(lay, fit, L, start, limit):
+        n, m = inst.stages, len(lay.slots)
+        model, x, slot, a = build_cpsat(inst, lay, scale)
+        start = canonical(lay, start, a)
+        for i in range(n):
+            model.AddHint(slot[i], int(start[i]))
+            for k in range(m):
+                model.AddHint(x[i][k], int(start[i] == k))
+
+        def decode(values) -> np.ndarray:
+            used = [int(values.Value(slot[i])) for i in range(n)]
+            return np.array(used + [k for k in range(m) if k not in set(used)])
+
+        def on_solution(cb):
+            perm = decode(cb)
+            options.incumbent(lay.plan(perm[:n]))
+            options.progress(f"cp-sat: {cb.ObjectiveValue() / scale:.6g}")
+
+        out, solver = solve_cpsat(model, options, on_solution=on_solution, time_limit=limit)
+        perm = decode(solver) if out.has_solution else None
+        bound = out.bound / scale if out.bound is not None else None   # floored weights: conservative
+        status = out.status if exact or out.status != "optimal" else "feasible"
+        return perm, status, bound
+
+    result = _solve_layouts(inst, options, solve_one, cpsat_version())
+    result.stats["weight_scale"] = scale
+    result.stats["exact_scaling"] = exact
+    return result
+
+
+# --- Gilmore-Lawler bound -----------------------------------------------------------------------------------
+
+def glb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
+    """The Gilmore-Lawler bound (min over tile shapes) of the base objective; the plan returned is the
+    assignment of the linear assignment problem that yields it (feasible, not optimized)."""
+    best_value, best_plan, bounds = np.inf, None, {}
+    for lay in inst.layouts:
+        fit = Fitness(inst, lay)
+        value, col = linear_assignment(gilmore_lawler(inst.weights, lay.distance))
+        bounds[f"{lay.tile[0]}x{lay.tile[1]}"] = value / 2
+        objective = fit.one(np.asarray(col))
+        if objective < best_value:
+            best_value, best_plan = objective, lay.plan(col)
+    bound = min(bounds.values())
+    status = "optimal" if best_value <= bound * (1 + 1e-9) + 1e-9 else "feasible"
+    return MethodResult(best_plan, status, bound, "gilmore-lawler", stats={"bounds": bounds})

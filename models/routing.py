@@ -1,0 +1,219 @@
+"""Traffic-conscious routing, exact: arc-flow MILP (pyomo + HiGHS) and CP-SAT.
+Formulation in docs/routing.md, in the same order: data, variables, constraints, objective,
+solve, decode.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from wafopt.heuristics.routing import endpoint_bound, tcme_routes, xy_routes
+from wafopt.mesh import Die, Link
+from wafopt.models.solvers import solve_cpsat as run_cpsat, solve_pyomo
+from wafopt.solve import MethodResult, SolveOptions
+
+HINT_SHARE = 0.2  # share of the time limit the TCME start may use
+
+
+# --- data ---------------------------------------------------------------------------------------------
+@dataclass
+class Data:
+    links: list[Link]                  # healthy directed links
+    arcs: list[list[Link]]             # per flow: links that lie on some candidate path
+    budget: list[int]                  # per flow: most hops allowed (shortest + detour)
+    volume: list[float]
+    src: list[Die]
+    dst: list[Die]
+    bandwidth: float
+    detour: int
+
+
+def build_data(instance) -> Data:
+    """A link (u, v) can carry flow f only if dist(src, u) + 1 + dist(v, dst) <= shortest + detour.
+    With detour 0 these links form the DAG of shortest paths, so every src-dst path in it is a
+    candidate; with a detour the path length is bounded explicitly."""
+    mesh = instance.mesh
+    arcs, budget = [], []
+    for f in instance.flows:
+        limit = instance.max_hops(f)
+        d_src = mesh.distance_matrix[mesh.index(f.src)]
+        d_dst = mesh.distance_matrix[:, mesh.index(f.dst)]
+        arcs.append([(u, v) for u, v in mesh.directed_links
+                     if d_src[mesh.index(u)] + 1 + d_dst[mesh.index(v)] <= limit])
+        budget.append(limit)
+    return Data(list(mesh.directed_links), arcs, budget, [f.volume for f in instance.flows],
+                [f.src for f in instance.flows], [f.dst for f in instance.flows], mesh.link_bandwidth,
+                instance.detour)
+
+
+def start_routes(instance, options: SolveOptions) -> list[list[Die]]:
+    """Warm start if feasible, else TCME from XY."""
+    from wafopt.evaluate.routing import evaluate
+
+    if options.warm_start is not None and evaluate(instance, options.warm_start).feasible:
+        return [[tuple(d) for d in p] for p in options.warm_start["routes"]]
+    budget = HINT_SHARE * options.time_limit if options.time_limit else 2.0
+    return tcme_routes(instance, xy_routes(instance), time.monotonic() + budget)[0]
+
+
+def nodes_of(arcs: list[Link]) -> set[Die]:
+    return {d for link in arcs for d in link}
+
+
+def supply(data: Data, f: int, die: Die) -> int:
+    return 1 if die == data.src[f] else -1 if die == data.dst[f] else 0
+
+
+def walk(data: Data, f: int, used: set[Link]) -> list[Die]:
+    """The path from src along used links (cycles disjoint from it are dropped)."""
+    nxt = {u: v for u, v in used}
+    path = [data.src[f]]
+    while path[-1] != data.dst[f]:
+        path.append(nxt[path[-1]])
+    return path
+
+
+def _result(instance, routes, status, bound, solver, message, stats) -> MethodResult:
+    plan = {"routes": [[list(d) for d in p] for p in routes]}
+    bound = max(b for b in (bound, endpoint_bound(instance)) if b is not None)
+    return MethodResult(plan, status, bound, solver, message, stats)
+
+
+# --- MILP ---------------------------------------------------------------------------------------------
+def build_milp(data: Data):
+    """Pyomo flattens tuple indices, so links are indexed by their position in data.links and
+    dies by a running number."""
+    import pyomo.environ as pyo
+
+    m = pyo.ConcreteModel("routing")
+    F = range(len(data.arcs))
+    link_id = {link: k for k, link in enumerate(data.links)}
+    die_id = {d: k for k, d in enumerate(sorted(nodes_of(data.links)))}
+    m.FA = pyo.Set(initialize=[(f, link_id[a]) for f in F for a in data.arcs[f]], dimen=2)
+    # use[f, l]: flow f crosses directed link l
+    m.use = pyo.Var(m.FA, domain=pyo.Binary)
+    # peak: the largest link load divided by the bandwidth
+    m.peak = pyo.Var(domain=pyo.NonNegativeReals)
+
+    out_arcs = {(f, die_id[d]): [] for f in F for d in nodes_of(data.arcs[f])}
+    in_arcs = {(f, die_id[d]): [] for f in F for d in nodes_of(data.arcs[f])}
+    users: dict[int, list] = {}
+    for f in F:
+        for u, v in data.arcs[f]:
+            out_arcs[f, die_id[u]].append((f, link_id[u, v]))
+            in_arcs[f, die_id[v]].append((f, link_id[u, v]))
+            users.setdefault(link_id[u, v], []).append(f)
+    die_of = {k: d for d, k in die_id.items()}
+    FN = list(out_arcs)
+    m.conservation = pyo.Constraint(FN, rule=lambda m, f, d: sum(m.use[a] for a in out_arcs[f, d])
+                                    - sum(m.use[a] for a in in_arcs[f, d]) == supply(data, f, die_of[d]))
+    m.leave_once = pyo.Constraint(FN, rule=lambda m, f, d: sum(m.use[a] for a in out_arcs[f, d]) <= 1
+                                  if out_arcs[f, d] else pyo.Constraint.Skip)
+    m.path_length = pyo.Constraint(F, rule=lambda m, f: (sum(m.use[f, link_id[a]] for a in data.arcs[f])
+                                                         <= data.budget[f]) if data.detour else
+                                   pyo.Constraint.Skip)
+    m.link_load = pyo.Constraint(sorted(users), rule=lambda m, l: sum(
+        data.volume[f] * m.use[f, l] for f in users[l]) <= data.bandwidth * m.peak)
+    m.peak_load = pyo.Objective(expr=m.peak, sense=pyo.minimize)
+    m.link_id = link_id
+    return m
+
+
+def warm_start_milp(m, data: Data, routes: list[list[Die]]) -> None:
+    used = {(f, m.link_id[a, b]) for f, p in enumerate(routes) for a, b in zip(p, p[1:])}
+    for key in m.FA:
+        m.use[key].value = int(key in used)
+    loads: dict[int, float] = {}
+    for f, l in used:
+        loads[l] = loads.get(l, 0.0) + data.volume[f]
+    m.peak.value = max(loads.values()) / data.bandwidth
+
+
+def decode_milp(m, data: Data) -> list[list[Die]]:
+    return [walk(data, f, {a for a in data.arcs[f] if m.use[f, m.link_id[a]].value > 0.5})
+            for f in range(len(data.arcs))]
+
+
+def solve_milp(instance, options: SolveOptions) -> MethodResult:
+    started = time.monotonic()
+    start = start_routes(instance, options)
+    options.incumbent({"routes": [[list(d) for d in p] for p in start]})
+    data = build_data(instance)
+    model = build_milp(data)
+    warm_start_milp(model, data, start)
+    outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining(started))
+    routes = decode_milp(model, data) if outcome.has_solution else start
+    return _result(instance, routes, outcome.status, outcome.bound, outcome.solver, outcome.message,
+                   {"binaries": len(model.FA)})
+
+
+# --- CP-SAT -------------------------------------------------------------------------------------------
+def integer_volumes(volumes: list[float]) -> tuple[list[int], float, bool]:
+    """Volumes as integers: exact with a power-of-ten scale when one makes them integral (and
+    small enough), else floored at scale 1e6 / max volume, which makes the model's optimum a lower
+    bound only. Returns (integer volumes, scale, exact)."""
+    for k in range(7):
+        scale = 10.0 ** k
+        scaled = [v * scale for v in volumes]
+        if all(abs(s - round(s)) <= 1e-9 * max(1.0, s) for s in scaled) and max(scaled) * len(volumes) < 2**50:
+            return [int(round(s)) for s in scaled], scale, True
+    scale = 1e6 / max(volumes)
+    return [int(math.floor(v * scale)) for v in volumes], scale, False
+
+
+def build_cpsat(data: Data, weights: list[int]):
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    F = range(len(data.arcs))
+    # use[f, u, v]: flow f crosses directed link u -> v
+    use = {(f, u, v): m.NewBoolVar(f"use_{f}") for f in F for u, v in data.arcs[f]}
+    # peak: the largest scaled link load
+    peak = m.NewIntVar(0, sum(weights), "peak")
+    for f in F:
+        for d in nodes_of(data.arcs[f]):
+            out = [use[f, u, v] for u, v in data.arcs[f] if u == d]
+            into = [use[f, u, v] for u, v in data.arcs[f] if v == d]
+            m.Add(sum(out) - sum(into) == supply(data, f, d))  # conservation
+            m.AddAtMostOne(out)                                   # leave_once
+        if data.detour:
+            m.Add(sum(use[f, u, v] for u, v in data.arcs[f]) <= data.budget[f])  # path_length
+    users: dict[Link, list] = {}
+    for (f, u, v), var in use.items():
+        users.setdefault((u, v), []).append((weights[f], var))
+    for link, terms in users.items():  # link_load
+        m.Add(sum(w * var for w, var in terms) <= peak)
+    m.Minimize(peak)
+    return m, use, peak
+
+
+def decode_cpsat(data: Data, use: dict, value) -> list[list[Die]]:
+    return [walk(data, f, {(u, v) for u, v in data.arcs[f] if value(use[f, u, v])})
+            for f in range(len(data.arcs))]
+
+
+def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
+    started = time.monotonic()
+    start = start_routes(instance, options)
+    options.incumbent({"routes": [[list(d) for d in p] for p in start]})
+    data = build_data(instance)
+    weights, scale, exact = integer_volumes(data.volume)
+    model, use, peak = build_cpsat(data, weights)
+    used = {(f, a, b) for f, p in enumerate(start) for a, b in zip(p, p[1:])}
+    for key, var in use.items():
+        model.AddHint(var, key in used)
+
+    def on_solution(cb):
+        options.incumbent({"routes": [[list(d) for d in p] for p in decode_cpsat(data, use, cb.Value)]})
+        options.progress(f"cp-sat incumbent {cb.ObjectiveValue() / scale / data.bandwidth:g}")
+
+    outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started))
+    routes = decode_cpsat(data, use, solver.Value) if outcome.has_solution else start
+    bound = None if outcome.bound is None else outcome.bound / scale / data.bandwidth
+    status = outcome.status if exact else ("feasible" if outcome.has_solution else outcome.status)
+    message = outcome.message if exact else (outcome.message + "; volumes floored to integers, the bound "
+                                             "is valid but optimality is not claimed").lstrip("; ")
+    return _result(instance, routes, status, bound, outcome.solver, message,
+                   {"scale": scale, "exact_scaling": exact})

@@ -1,0 +1,113 @@
+"""Solving helpers shared by every formulation: HiGHS through pyomo, and CP-SAT.
+
+Both are set to prove optimality with zero gap (HiGHS' default mip_rel_gap is 1e-4, CP-SAT's
+absolute gap 1e-4): a status `optimal` from here is a proof.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+from dataclasses import dataclass
+from importlib.metadata import version
+
+from wafopt.solve import SolveOptions
+
+
+@dataclass
+class Outcome:
+    status: str          # optimal | feasible | infeasible | unknown
+    bound: float | None  # proven lower bound of the model objective (model units)
+    has_solution: bool   # variable values are loaded into the model / solver
+    solver: str
+    message: str = ""
+
+
+def highs_version() -> str:
+    return f"highs {version('highspy')}"
+
+
+def solve_pyomo(model, options: SolveOptions, warm_start: bool = False, time_limit: float | None = None,
+                lp: bool = False) -> Outcome:
+    """Solve a pyomo model (minimization) with HiGHS via appsi; load the incumbent if any.
+
+    warm_start: variable values already set on the model are passed to HiGHS as a MIP start.
+    """
+    from pyomo.contrib.appsi.base import TerminationCondition as TC
+    from pyomo.contrib.appsi.solvers.highs import Highs
+
+    opt = Highs()
+    opt.config.load_solution = False
+    opt.config.mip_gap = 0.0
+    limit = time_limit if time_limit is not None else options.time_limit
+    if limit is not None:
+        opt.config.time_limit = max(1e-3, float(limit))
+    opt.config.warmstart = warm_start
+    opt.config.stream_solver = options.verbose
+    opt.highs_options = {"mip_abs_gap": 0.0, "random_seed": int(options.seed) % 2147483647}
+    # HiGHS logs to stdout; keep stdout clean for --json output.
+    with contextlib.redirect_stdout(sys.stderr):
+        res = opt.solve(model)
+    tc = res.termination_condition
+    has_solution = res.best_feasible_objective is not None and math.isfinite(res.best_feasible_objective)
+    if has_solution:
+        res.solution_loader.load_vars()
+    bound = res.best_objective_bound
+    bound = float(bound) if bound is not None and math.isfinite(bound) else None
+    if tc == TC.optimal:
+        # appsi reports `optimal` when HiGHS stops within mip_rel_gap/mip_abs_gap, both 0 here.
+        return Outcome("optimal", bound if bound is not None else res.best_feasible_objective,
+                       True, highs_version())
+    if tc == TC.infeasible:
+        return Outcome("infeasible", None, False, highs_version(), "HiGHS proved the model infeasible")
+    status = "feasible" if has_solution else "unknown"
+    return Outcome(status, bound, has_solution, highs_version(), f"HiGHS stopped: {tc.name}")
+
+
+def cpsat_version() -> str:
+    return f"cp-sat {version('ortools')}"
+
+
+def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: float | None = None,
+                workers: int = 2):
+    """Solve a CP-SAT model (minimization). Returns (Outcome, solver).
+
+    on_solution(solver_like) is called with every improving solution (a CpSolverSolutionCallback
+    exposes Value like the solver), so methods can report incumbents for Ctrl-C.
+    """
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    limit = time_limit if time_limit is not None else options.time_limit
+    if limit is not None:
+        p.max_time_in_seconds = max(1e-3, float(limit))
+    p.num_workers = workers
+    p.random_seed = int(options.seed) % 2147483647
+    p.relative_gap_limit = 0.0
+    p.absolute_gap_limit = 0.0
+    if options.verbose:
+        p.log_search_progress = True
+        p.log_to_stdout = False
+        solver.log_callback = lambda line: print(line, file=sys.stderr)
+
+    callback = None
+    if on_solution is not None:
+        class _Callback(cp_model.CpSolverSolutionCallback):
+            def on_solution_callback(self):
+                on_solution(self)
+        callback = _Callback()
+    code = solver.Solve(model, callback)
+    has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    bound = solver.BestObjectiveBound() if has_solution or code == cp_model.UNKNOWN else None
+    if bound is not None and not math.isfinite(bound):
+        bound = None
+    if code == cp_model.OPTIMAL:
+        return Outcome("optimal", solver.ObjectiveValue(), True, cpsat_version()), solver
+    if code == cp_model.INFEASIBLE:
+        return Outcome("infeasible", None, False, cpsat_version(), "CP-SAT proved the model infeasible"), solver
+    if code == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"CP-SAT model invalid: {model.Validate()}")
+    return (Outcome("feasible" if has_solution else "unknown", bound, has_solution, cpsat_version(),
+                    "CP-SAT stopped at the time limit"), solver)

@@ -1,0 +1,301 @@
+"""TATP group mapping, exact: CP-SAT (circuit per group) and MILP (pyomo + HiGHS, flow-based
+subtour elimination). Formulation in docs/tatp.md, in the same order as here:
+data, variables, constraints, objective, solve, decode.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from wafopt.evaluate.tatp import read_groups, ring_cost
+from wafopt.heuristics.tatp import tile_groups
+from wafopt.mesh import Die
+from wafopt.models.solvers import solve_cpsat as run_cpsat, solve_pyomo
+from wafopt.solve import MethodResult, SolveOptions
+
+HINT_SHARE = 0.2   # share of the time limit the heuristic start may use
+
+
+# --- data ---------------------------------------------------------------------------------------------
+@dataclass
+class Data:
+    dies: list[Die]              # healthy dies, row-major; position k is the die's model index
+    dist: np.ndarray             # hop distances between model indices
+    N: int
+    G: int
+    floor: int                   # ring lower bound (1, or 2 for odd N)
+    max_ring: int                # no ring of an optimal mapping costs more (from the start plan)
+    arcs: list[tuple[int, int]]  # ordered pairs (u, v) with dist <= max_ring
+
+    @property
+    def positions(self):
+        return range(len(self.dies))
+
+
+def build_data(instance, start_cost: int) -> Data:
+    """Arcs longer than UB - (G-1) * floor cannot be used by a plan at least as good as the start
+    plan (every other ring costs >= floor), so dropping them keeps the model exact."""
+    mesh = instance.mesh
+    dies = mesh.healthy_dies
+    idx = [mesh.index(d) for d in dies]
+    dist = mesh.distance_matrix[np.ix_(idx, idx)]
+    floor, G = instance.ring_lower_bound, instance.groups
+    max_ring = max(floor, start_cost - (G - 1) * floor)
+    arcs = [(u, v) for u in range(len(dies)) for v in range(len(dies)) if u != v and dist[u, v] <= max_ring]
+    return Data(dies, dist, instance.group_size, G, floor, max_ring, arcs)
+
+
+def start_plan(instance, options: SolveOptions) -> list[list[Die]]:
+    """The warm start if it is a feasible plan of this instance, else the tiles heuristic."""
+    from wafopt.evaluate.tatp import evaluate
+
+    if options.warm_start is not None:
+        ev = evaluate(instance, options.warm_start)
+        if ev.feasible:
+            return read_groups(options.warm_start)
+    budget = HINT_SHARE * options.time_limit if options.time_limit else 2.0
+    return tile_groups(instance, time.monotonic() + budget)[0]
+
+
+def canonical(data: Data, groups: list[list[Die]]) -> list[list[int]]:
+    """Groups as model indices, sorted by their lowest index (the symmetry-breaking order)."""
+    pos = {d: k for k, d in enumerate(data.dies)}
+    rings = [[pos[tuple(d)] for d in ring] for ring in groups]
+    return sorted(rings, key=min)
+
+
+def ring_arcs(ring: list[int]) -> list[tuple[int, int]]:
+    return [(ring[k], ring[(k + 1) % len(ring)]) for k in range(len(ring))] if len(ring) > 1 else []
+
+
+def rings_from_arcs(data: Data, members: list[int], succ: dict[int, int]) -> list[Die]:
+    """Follow successor arcs from the lowest member to recover the cyclic order."""
+    ring = [min(members)]
+    while len(ring) < len(members):
+        ring.append(succ[ring[-1]])
+    return [data.dies[k] for k in ring]
+
+
+def _result(instance, groups, outcome_status, bound, solver, message, stats) -> MethodResult:
+    plan = {"groups": [[list(d) for d in ring] for ring in groups]}
+    if bound is not None:
+        bound = float(max(instance.lower_bound, math.ceil(bound - 1e-6)))  # costs are integers
+    else:
+        bound = float(instance.lower_bound)
+    cost = sum(ring_cost(instance.mesh, ring) for ring in groups)
+    status = "optimal" if outcome_status == "optimal" or cost <= bound else "feasible"
+    return MethodResult(plan, status, bound, solver, message, stats)
+
+
+# --- CP-SAT -------------------------------------------------------------------------------------------
+def build_cpsat(data: Data, packing: bool = False):
+    """The mapping model; with packing=True the rings are optional, use only hops <= floor, and the
+    objective maximizes how many there are (the most rings that can reach the floor cost)."""
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    P, groups = data.positions, range(data.G)
+    # active[g]: ring g exists (always, unless packing)
+    active = [m.NewBoolVar(f"active_{g}") for g in groups]
+    # member[g, d]: die d belongs to ring g
+    member = {(g, d): m.NewBoolVar(f"member_{g}_{d}") for g in groups for d in P}
+    # arc[g, u, v]: ring g goes from die u to die v
+    arc = {(g, u, v): m.NewBoolVar(f"arc_{g}_{u}_{v}") for g in groups for u, v in data.arcs}
+    # cost[g]: longest hop of ring g
+    cost = [m.NewIntVar(data.floor, data.max_ring, f"cost_{g}") for g in groups]
+    # first[g, d]: d is the lowest-index die of ring g; lowest[g] its index (symmetry breaking)
+    first = {(g, d): m.NewBoolVar(f"first_{g}_{d}") for g in groups for d in P}
+    lowest = [m.NewIntVar(0, len(data.dies) - 1, f"lowest_{g}") for g in groups]
+
+    for d in P:  # one_ring_per_die
+        m.Add(sum(member[g, d] for g in groups) <= 1)
+    for g in groups:
+        m.Add(sum(member[g, d] for d in P) == data.N * active[g])  # ring_size
+        if not packing:
+            m.Add(active[g] == 1)
+        # ring_is_one_cycle: a circuit through the members, self-loops on the other dies
+        m.AddCircuit([(u, v, arc[g, u, v]) for u, v in data.arcs]
+                     + [(d, d, member[g, d].Not()) for d in P])
+        for u, v in data.arcs:  # hop_within_cost
+            if data.dist[u, v] > data.floor:
+                m.Add(cost[g] >= int(data.dist[u, v])).OnlyEnforceIf(arc[g, u, v])
+        # lowest_member: first picks one member, no member lies below it
+        m.Add(sum(first[g, d] for d in P) == active[g])
+        for d in P:
+            m.AddImplication(first[g, d], member[g, d])
+            m.Add(lowest[g] <= d).OnlyEnforceIf(member[g, d])
+        m.Add(lowest[g] == sum(d * first[g, d] for d in P))
+    for g in range(data.G - 1):  # rings_sorted_by_lowest_die (active rings first)
+        m.AddImplication(active[g + 1], active[g])
+        m.Add(lowest[g] < lowest[g + 1]).OnlyEnforceIf(active[g + 1])
+    if packing:
+        m.Maximize(sum(active))  # rings at the floor cost
+    else:
+        m.Minimize(sum(cost))  # total ring cost
+    return m, {"member": member, "arc": arc, "cost": cost, "first": first, "lowest": lowest,
+               "active": active}
+
+
+def hint_cpsat(m, data: Data, v: dict, rings: list[list[int]]) -> None:
+    used = {(g, a, b) for g, ring in enumerate(rings) for a, b in ring_arcs(ring)}
+    for (g, d), var in v["member"].items():
+        m.AddHint(var, d in rings[g])
+        m.AddHint(v["first"][g, d], d == min(rings[g]))
+    for key, var in v["arc"].items():
+        m.AddHint(var, key in used)
+    for g, ring in enumerate(rings):
+        m.AddHint(v["cost"][g], max(data.floor, max(int(data.dist[a, b]) for a, b in ring_arcs(ring))))
+        m.AddHint(v["lowest"][g], min(ring))
+
+
+def decode_cpsat(data: Data, v: dict, value) -> list[list[Die]]:
+    groups = []
+    for g in range(data.G):
+        members = [d for d in data.positions if value(v["member"][g, d])]
+        succ = {u: w for (h, u, w), var in v["arc"].items() if h == g and value(var)}
+        groups.append(rings_from_arcs(data, members, succ))
+    return groups
+
+
+def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None) -> tuple[int, str]:
+    """G * floor + (G - P): at most P disjoint rings can cost the floor (P from the packing model,
+    or its proven upper bound when it stops early), every other ring costs at least floor + 1."""
+    data = build_data(instance, instance.lower_bound)  # arcs with hops <= floor only
+    model, _ = build_cpsat(data, packing=True)
+    outcome, solver = run_cpsat(model, options, None, time_limit)
+    if outcome.status == "optimal":
+        most = round(solver.ObjectiveValue())
+    elif outcome.bound is not None:
+        most = math.floor(outcome.bound + 1e-6)
+    else:
+        return instance.lower_bound, "packing bound not available"
+    most = min(most, data.G)
+    return instance.lower_bound + (data.G - most), f"at most {most} rings can cost {data.floor}"
+
+
+def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
+    started = time.monotonic()
+    start = start_plan(instance, options)
+    start_cost = sum(ring_cost(instance.mesh, ring) for ring in start)
+    bound, why = instance.lower_bound, ""
+    if start_cost > bound:
+        share = None if options.time_limit is None else 0.3 * options.remaining(started)
+        bound, why = floor_ring_bound(instance, options, share)
+    data = build_data(instance, start_cost)
+    model, v = build_cpsat(data)
+    model.Add(sum(v["cost"]) >= bound)  # proven above: helps CP-SAT close the gap
+    hint_cpsat(model, data, v, canonical(data, start))
+    options.incumbent({"groups": [[list(d) for d in r] for r in start]}, instance.lower_bound)
+
+    def on_solution(cb):
+        options.incumbent({"groups": [[list(d) for d in r] for r in decode_cpsat(data, v, cb.Value)]})
+        options.progress(f"cp-sat incumbent {cb.ObjectiveValue():g}, bound {cb.BestObjectiveBound():g}")
+
+    outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started))
+    groups = decode_cpsat(data, v, solver.Value) if outcome.has_solution else start
+    stats = {"arcs_per_ring": len(data.arcs), "max_ring_cost": data.max_ring, "start_cost": start_cost,
+             "floor_ring_bound": bound}
+    if outcome.status == "infeasible":  # cannot happen: the start plan is feasible
+        return MethodResult(None, "infeasible", None, outcome.solver, outcome.message, stats)
+    best = max(bound, outcome.bound) if outcome.bound is not None else bound
+    message = "; ".join(x for x in (outcome.message, why) if x)
+    return _result(instance, groups, outcome.status, best, outcome.solver, message, stats)
+
+
+# --- MILP ---------------------------------------------------------------------------------------------
+def build_milp(data: Data):
+    import pyomo.environ as pyo
+
+    m = pyo.ConcreteModel("tatp")
+    m.G = pyo.RangeSet(0, data.G - 1)
+    m.D = pyo.RangeSet(0, len(data.dies) - 1)
+    m.A = pyo.Set(initialize=data.arcs, dimen=2)
+    n = len(data.dies)
+    # member[g, d]: die d belongs to ring g
+    m.member = pyo.Var(m.G, m.D, domain=pyo.Binary)
+    # arc[g, u, v]: ring g goes from die u to die v
+    m.arc = pyo.Var(m.G, m.A, domain=pyo.Binary)
+    # flow[g, u, v]: commodity sent from ring g's lowest die along its arcs (connectivity)
+    m.flow = pyo.Var(m.G, m.A, domain=pyo.NonNegativeReals, bounds=(0, data.N - 1))
+    # first[g, d]: d is the lowest-index die of ring g
+    m.first = pyo.Var(m.G, m.D, domain=pyo.Binary)
+    # cost[g]: longest hop of ring g
+    m.cost = pyo.Var(m.G, bounds=(data.floor, data.max_ring))
+
+    out_arcs = {d: [] for d in range(n)}
+    in_arcs = {d: [] for d in range(n)}
+    for u, v in data.arcs:
+        out_arcs[u].append(v)
+        in_arcs[v].append(u)
+
+    m.one_ring_per_die = pyo.Constraint(m.D, rule=lambda m, d: sum(m.member[g, d] for g in m.G) <= 1)
+    m.ring_size = pyo.Constraint(m.G, rule=lambda m, g: sum(m.member[g, d] for d in m.D) == data.N)
+    m.leave_once = pyo.Constraint(m.G, m.D, rule=lambda m, g, d:
+                                  sum(m.arc[g, d, v] for v in out_arcs[d]) == m.member[g, d])
+    m.enter_once = pyo.Constraint(m.G, m.D, rule=lambda m, g, d:
+                                  sum(m.arc[g, u, d] for u in in_arcs[d]) == m.member[g, d])
+    # one_cycle: the lowest die sends N-1 units, every other member keeps one
+    m.flow_on_arcs = pyo.Constraint(m.G, m.A, rule=lambda m, g, u, v:
+                                    m.flow[g, u, v] <= (data.N - 1) * m.arc[g, u, v])
+    m.flow_balance = pyo.Constraint(m.G, m.D, rule=lambda m, g, d:
+                                    sum(m.flow[g, u, d] for u in in_arcs[d])
+                                    - sum(m.flow[g, d, v] for v in out_arcs[d])
+                                    == m.member[g, d] - data.N * m.first[g, d])
+    m.first_is_member = pyo.Constraint(m.G, m.D, rule=lambda m, g, d: m.first[g, d] <= m.member[g, d])
+    m.one_first = pyo.Constraint(m.G, rule=lambda m, g: sum(m.first[g, d] for d in m.D) == 1)
+    # lowest_member: no member has a lower index than first (symmetry breaking needs it)
+    m.lowest_member = pyo.Constraint(m.G, m.D, rule=lambda m, g, d:
+                                     sum(k * m.first[g, k] for k in m.D) <= d + n * (1 - m.member[g, d]))
+    m.rings_sorted = pyo.Constraint(pyo.RangeSet(0, data.G - 2) if data.G > 1 else [], rule=lambda m, g:
+                                    sum(k * m.first[g, k] for k in m.D) + 1
+                                    <= sum(k * m.first[g + 1, k] for k in m.D))
+    long_arcs = [(u, v) for u, v in data.arcs if data.dist[u, v] > data.floor]
+    m.hop_within_cost = pyo.Constraint(m.G, long_arcs, rule=lambda m, g, u, v:
+                                       m.cost[g] >= int(data.dist[u, v]) * m.arc[g, u, v])
+    m.total_cost = pyo.Objective(expr=sum(m.cost[g] for g in m.G), sense=pyo.minimize)
+    return m
+
+
+def warm_start_milp(m, data: Data, rings: list[list[int]]) -> None:
+    used = {(g, a, b) for g, ring in enumerate(rings) for a, b in ring_arcs(ring)}
+    for g, ring in enumerate(rings):
+        for d in range(len(data.dies)):
+            m.member[g, d].value = int(d in ring)
+            m.first[g, d].value = int(d == min(ring))
+        # flow along the ring order starting at the lowest die: N-1, N-2, ..., 1
+        k0 = ring.index(min(ring))
+        order = ring[k0:] + ring[:k0]
+        load = {(order[k], order[(k + 1) % len(order)]): len(order) - 1 - k for k in range(len(order))}
+        for u, v in data.arcs:
+            m.arc[g, u, v].value = int((g, u, v) in used)
+            m.flow[g, u, v].value = load.get((u, v), 0) if (g, u, v) in used else 0
+        m.cost[g].value = max(data.floor, max(int(data.dist[a, b]) for a, b in ring_arcs(ring)))
+
+
+def decode_milp(m, data: Data) -> list[list[Die]]:
+    groups = []
+    for g in range(data.G):
+        members = [d for d in data.positions if m.member[g, d].value > 0.5]
+        succ = {u: v for u, v in data.arcs if m.arc[g, u, v].value > 0.5}
+        groups.append(rings_from_arcs(data, members, succ))
+    return groups
+
+
+def solve_milp(instance, options: SolveOptions) -> MethodResult:
+    started = time.monotonic()
+    start = start_plan(instance, options)
+    start_cost = sum(ring_cost(instance.mesh, ring) for ring in start)
+    data = build_data(instance, start_cost)
+    model = build_milp(data)
+    warm_start_milp(model, data, canonical(data, start))
+    options.incumbent({"groups": [[list(d) for d in r] for r in start]}, instance.lower_bound)
+    outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining(started))
+    groups = decode_milp(model, data) if outcome.has_solution else start
+    stats = {"arcs_per_ring": len(data.arcs), "max_ring_cost": data.max_ring, "start_cost": start_cost}
+    if sum(ring_cost(instance.mesh, r) for r in groups) > start_cost:
+        groups = start
+    return _result(instance, groups, outcome.status, outcome.bound, outcome.solver, outcome.message, stats)

@@ -1,0 +1,97 @@
+"""The CLI end to end: bad input gives one readable message and exit 2, solve/certify round trip."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wafopt.cli import main
+
+SCENARIO = """problem: plan
+wafer: watos-config3
+model: gpt3-175b
+training: {seq: 2048, micro_batch: 1, global_batch: 64, flash_attention: false, sequence_parallel: false, state_bytes_per_param: 16}
+parallel: {tp: 8, pp: 7, dp: 1}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "inst.yaml") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("problem: plan\nwafer: [1, 2\n", "malformed YAML at line"),
+    (SCENARIO + "colour: blue\n", "unknown key 'colour'"),
+    (SCENARIO.replace("problem: plan", "problem: teleport"), "problem: must be one of"),
+    (SCENARIO.replace("model: gpt3-175b", "model: gpt5"), "gpt5"),
+    (SCENARIO.replace("wafer: watos-config3", "wafer: watos-config9"), "watos-config9"),
+    (SCENARIO.replace("seq: 2048", "seq: 0"), "training.seq"),
+    (SCENARIO.replace("seq: 2048, ", ""), "training.seq: missing required field"),
+    (SCENARIO.replace("pp: 7", "pp: 8"), "tp*pp*dp = 8*8*1 = 64 dies, but the wafer has only 56 healthy dies"),
+    (SCENARIO.replace("wafer: watos-config3", "wafer: {preset: watos-config3, faulty_dies: [[9, 9]]}"),
+     "die [9, 9] lies outside"),
+    (SCENARIO.replace("model: gpt3-175b", "model: llama3-405b").replace("pp: 7", "pp: 1"),
+     "cannot fit with tp=8, pp=1, dp=1 even with full recomputation"),
+])
+def test_bad_input_is_one_message_and_exit_2(tmp_path, capsys, text, message):
+    code = main(["validate", write(tmp_path, text)])
+    out = capsys.readouterr().out
+    assert code == 2
+    assert message in out, out
+    code = main(["solve", write(tmp_path, text), "--method", "megatron", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and message in err, err
+
+
+def test_missing_file_and_unknown_method(tmp_path, capsys):
+    assert main(["validate", str(tmp_path / "nope.yaml")]) == 2
+    assert "no such file" in capsys.readouterr().out
+    assert main(["solve", write(tmp_path, SCENARIO), "--method", "magic", "--quiet"]) == 2
+    assert "unknown method 'magic'" in capsys.readouterr().err
+
+
+def test_solve_certify_show_round_trip(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    inst = write(tmp_path, SCENARIO, "gpt.yaml")
+    assert main(["solve", inst, "--method", "megatron", "--quiet", "--json"]) == 0
+    sol = json.loads(capsys.readouterr().out)
+    for key in ("problem", "instance", "instance_sha256", "method", "solver", "status", "objective", "bound",
+                "gap", "time_s", "seed", "plan", "evaluation"):
+        assert key in sol
+    assert sol["status"] == "feasible" and sol["objective"] == sol["evaluation"]["objective"] > 0
+    path = tmp_path / "solutions" / "gpt.megatron.json"
+    assert path.exists()
+    assert main(["certify", str(path)]) == 0
+    assert "CERTIFIED" in capsys.readouterr().out
+    # tampering with the stored objective must fail certification
+    data = json.loads(path.read_text())
+    data["objective"] *= 0.9
+    path.write_text(json.dumps(data))
+    assert main(["certify", str(path)]) == 4
+    assert "NOT CERTIFIED" in capsys.readouterr().out
+    assert main(["show", inst, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    stage = info["summary"]["workload"]["stages"][0]
+    assert {"layers", "inflight", "params", "state_bytes", "activation_bytes", "units"} <= set(stage)
+    assert stage["activation_bytes"] == pytest.approx(sum(u["bytes"] for u in stage["units"]))
+    png = tmp_path / "plan.png"
+    data["objective"] /= 0.9
+    path.write_text(json.dumps(data))
+    assert main(["show", str(path), "--png", str(png)]) == 0
+    assert png.stat().st_size > 1000
+
+
+def test_evaluate_hand_written_plan(tmp_path, capsys):
+    inst = write(tmp_path, SCENARIO.replace("tp: 8, pp: 7", "tp: 1, pp: 2").replace("gpt3-175b", "gpt3-6.7b"))
+    plan = write(tmp_path, "tp: 1\npp: 2\ndp: 1\npipelines: [[[[0, 0]], [[0, 0]]]]\n", "plan.yaml")
+    assert main(["evaluate", inst, plan]) == 3
+    assert "die [0, 0] is used twice" in capsys.readouterr().out
+
+
+def test_python_dash_m_works():
+    out = subprocess.run([sys.executable, "-m", "wafopt", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "certify" in out.stdout

@@ -1,0 +1,235 @@
+"""Stage placement: evaluator by hand, exact methods vs brute force, heuristics never beat the optimum."""
+
+from __future__ import annotations
+
+from itertools import permutations
+
+import numpy as np
+import pytest
+
+from wafopt.errors import InstanceError
+from wafopt.evaluate import evaluate
+from wafopt.instance import parse_instance
+from wafopt.runner import run
+from wafopt.solve import SolveOptions
+
+TOL = 1e-6
+
+
+def loaded(**fields):
+    return parse_instance({"problem": "placement", **fields}, "test.yaml")
+
+
+def chain(n, volumes=None):
+    volumes = volumes or [float(k + 2) for k in range(n - 1)]
+    return [[i, i + 1, v] for i, v in enumerate(volumes)] + [[i + 1, i, v] for i, v in enumerate(volumes)]
+
+
+# --- brute force, written from the problem statement (not from the solver code) ---------------------
+
+def usable_slots(mesh, tile):
+    h, w = tile
+    return [(a, b) for a in range(mesh.rows // h) for b in range(mesh.cols // w)
+            if all(mesh.is_healthy((a * h + i, b * w + j)) for i in range(h) for j in range(w))]
+
+
+def brute_force(inst, full: bool):
+    """Optimum over all injective assignments and tile shapes. full=False: base objective by numpy
+    over representative-die hop distances; full=True: every plan through the evaluator."""
+    n, best = inst.stages, np.inf
+    for tile in inst.tiles:
+        slots = usable_slots(inst.mesh, tile)
+        if len(slots) < n:
+            continue
+        if full:
+            for assign in permutations(slots, n):
+                ev = evaluate("placement", inst, {"tile": list(tile), "assignment": [list(s) for s in assign]})
+                best = min(best, ev.objective)
+            continue
+        reps = [(a * tile[0] + (tile[0] - 1) // 2, b * tile[1] + (tile[1] - 1) // 2) for a, b in slots]
+        D = np.array([[inst.mesh.distance(p, q) for q in reps] for p in reps], dtype=float)
+        P = np.array(list(permutations(range(len(slots)), n)))
+        V = inst.flow.copy()
+        for s, h, v in inst.pairs:
+            V[s, h] += v
+        i, j = np.nonzero(V)
+        best = min(best, float((D[P[:, i], P[:, j]] @ V[i, j]).min()))
+    return best
+
+
+def solve(lo, method, **kw):
+    sol = run(lo, method, SolveOptions(time_limit=kw.pop("time_limit", 20), quiet=True, **kw))
+    if sol.plan is not None and sol.objective is not None:   # the evaluator recomputes the objective
+        assert evaluate("placement", lo.instance, sol.plan).objective == pytest.approx(sol.objective)
+    return sol
+
+
+rng = np.random.default_rng(7)
+TINY = {
+    "1x1-3x3-n7": dict(mesh={"rows": 3, "cols": 3}, tile=[1, 1],
+                       flows=chain(7) + [[0, 4, 3.5], [2, 6, 1.25], [5, 1, 2.0]]),
+    "1x1-fault-n6": dict(mesh={"rows": 3, "cols": 3, "faulty_dies": [[1, 1]]}, tile=[1, 1],
+                         flows=chain(6, [5.0, 1.0, 4.0, 2.0, 3.0]) + [[0, 3, 2.0], [1, 4, 1.5]]),
+    "1x1-faulty-link-n5": dict(mesh={"rows": 3, "cols": 3, "faulty_links": [[[0, 1], [1, 1]], [[1, 0], [1, 1]]]},
+                               tile=[1, 1], flows=chain(5) + [[0, 4, 2.0]]),
+    "1x2-n5": dict(mesh={"rows": 3, "cols": 6}, tile=[1, 2], flows=chain(5, [3.0, 1.0, 2.0, 7.0]) + [[0, 2, 4.0]]),
+    "1x2-fault-n5": dict(mesh={"rows": 2, "cols": 6, "faulty_dies": [[1, 4]]}, tile=[1, 2],
+                         flows=chain(5) + [[4, 0, 1.0]]),
+    "2x2-n5": dict(mesh={"rows": 4, "cols": 6}, tile=[2, 2], flows=chain(5, [1.0, 9.0, 2.0, 3.0])),
+    "2x2-fault-n4": dict(mesh={"rows": 6, "cols": 4, "faulty_dies": [[2, 3]]}, tile=[2, 2],
+                         flows=chain(4) + [[0, 3, 6.0]]),
+    "shapes-n3": dict(mesh={"rows": 2, "cols": 4}, tile=[[1, 2], [2, 1]], flows=chain(3) + [[0, 2, 1.0]]),
+    "dense-n6": dict(mesh={"rows": 2, "cols": 4}, tile=[1, 1],
+                     flow_matrix=rng.integers(0, 6, size=(6, 6)).astype(float).tolist()),
+}
+for case in TINY.values():
+    if "flow_matrix" in case:
+        np.fill_diagonal(m := np.array(case["flow_matrix"]), 0)
+        case["flow_matrix"] = m.tolist()
+
+
+@pytest.fixture(scope="module", params=sorted(TINY))
+def tiny(request):
+    lo = loaded(**TINY[request.param])
+    return lo, brute_force(lo.instance, full=False)
+
+
+@pytest.mark.parametrize("method", ["milp", "cpsat"])
+def test_exact_methods_match_brute_force(tiny, method):
+    lo, optimum = tiny
+    sol = solve(lo, method)
+    assert sol.status == "optimal", sol.message
+    assert sol.objective == pytest.approx(optimum, abs=TOL)
+    assert sol.bound == pytest.approx(optimum, abs=1e-5)
+
+
+@pytest.mark.parametrize("method", ["local", "ga"])
+def test_heuristics_find_but_never_beat_the_optimum(tiny, method):
+    lo, optimum = tiny
+    sol = solve(lo, method, time_limit=3, seed=1)
+    assert sol.status == "feasible"
+    assert sol.objective >= optimum - TOL
+    assert sol.objective == pytest.approx(optimum, abs=TOL)
+
+
+@pytest.mark.parametrize("method", ["serpentine", "rowmajor", "glb"])
+def test_baselines_and_bound(tiny, method):
+    lo, optimum = tiny
+    sol = solve(lo, method)
+    assert sol.objective >= optimum - TOL
+    if method == "glb":
+        assert sol.bound <= optimum + TOL
+
+
+def test_mem_pairs_full_objective_against_brute_force():
+    lo = loaded(mesh={"rows": 2, "cols": 3}, tile=[1, 1], flows=chain(5, [4.0, 1.0, 3.0, 2.0]),
+                pairs=[[0, 4, 3.0], [0, 2, 5.0]])
+    base_opt, full_opt = brute_force(lo.instance, False), brute_force(lo.instance, True)
+    assert full_opt > base_opt    # routing conflicts matter on this instance
+    for method in ("milp", "cpsat"):
+        sol = solve(lo, method)
+        assert sol.bound == pytest.approx(base_opt, abs=1e-5)   # base optimum: a proven lower bound
+        assert sol.objective >= full_opt - TOL
+    for method in ("local", "ga"):
+        sol = solve(lo, method, time_limit=3)
+        assert sol.objective == pytest.approx(full_opt, abs=TOL)
+
+
+def test_serpentine_follows_the_boustrophedon():
+    lo = loaded(mesh={"rows": 2, "cols": 3, "faulty_dies": [[0, 1]]}, tile=[1, 1], flows=chain(4))
+    sol = solve(lo, "serpentine")
+    assert sol.plan["assignment"] == [[0, 0], [0, 2], [1, 2], [1, 1]]
+    assert solve(lo, "rowmajor").plan["assignment"] == [[0, 0], [0, 2], [1, 0], [1, 1]]
+
+
+def test_warm_start_is_accepted():
+    lo = loaded(**TINY["1x1-3x3-n7"])
+    start = solve(lo, "local", time_limit=1).plan
+    sol = run(lo, "milp", SolveOptions(time_limit=20, quiet=True, warm_start=start))
+    assert sol.status == "optimal"
+
+
+def test_time_limit_returns_incumbent_and_bound():
+    lo = loaded(mesh={"rows": 4, "cols": 5}, tile=[1, 1],
+                flow_matrix=(np.triu(rng.integers(0, 9, size=(18, 18)), 1) * 1.0).tolist())
+    sol = solve(lo, "cpsat", time_limit=1.5)
+    assert sol.status == "feasible" and sol.bound is not None and sol.bound <= sol.objective
+    assert sol.time_s < 15
+
+
+# --- evaluator on hand-computed plans ----------------------------------------------------------------
+
+def test_evaluator_hand_computed_conflict_penalty():
+    lo = loaded(mesh={"rows": 2, "cols": 4}, tile=[1, 1], flows=[[0, 1, 1.0], [1, 2, 1.0]], pairs=[[0, 2, 2.0]])
+    # row placement: base 1 + 1 + 2*2 = 6; pair route (0,0)->(0,1)->(0,2) shares both flow links: 2*2*2 = 8
+    ev = evaluate("placement", lo.instance, {"tile": [1, 1], "assignment": [[0, 0], [0, 1], [0, 2]]})
+    assert ev.feasible and ev.objective == 14.0
+    assert ev.details["base_objective"] == 6.0 and ev.details["pairs"][0]["gamma"] == 2
+    # L shape: 0 at (0,0), 1 at (0,1), 2 at (1,1): pair XY route (0,0)->(0,1)->(1,1) shares both links
+    ev = evaluate("placement", lo.instance, {"assignment": [[0, 0], [0, 1], [1, 1]]})
+    assert ev.objective == 6.0 + 2 * 2 * 2
+    # 2 at (1,0): flow 1->2 routes (0,1)->(0,0)->(1,0) (columns first) and shares the pair's link
+    ev = evaluate("placement", lo.instance, {"assignment": [[0, 0], [0, 1], [1, 0]]})
+    assert ev.objective == 5.0 + 2 * 1 * 1 and ev.details["pairs"][0]["gamma"] == 1
+    # 0 at (1,1), 1 at (0,1), 2 at (0,2): pair route (1,1)->(1,2)->(0,2) uses no flow link
+    ev = evaluate("placement", lo.instance, {"assignment": [[1, 1], [0, 1], [0, 2]]})
+    assert ev.objective == 6.0 and ev.details["conflict_penalty"] == 0.0
+
+
+def test_evaluator_detour_around_fault_and_tile_representatives():
+    lo = loaded(mesh={"rows": 3, "cols": 3, "faulty_dies": [[1, 1]]}, tile=[1, 1], flows=[[0, 1, 2.0], [1, 0, 1.0]])
+    ev = evaluate("placement", lo.instance, {"assignment": [[0, 1], [2, 1]]})
+    assert ev.objective == 3.0 * 4     # (0,1) to (2,1) detours around the faulty centre: 4 hops
+    lo = loaded(mesh={"rows": 4, "cols": 6}, tile=[2, 3], flows=[[0, 1, 1.0]])
+    ev = evaluate("placement", lo.instance, {"assignment": [[0, 0], [1, 1]]})
+    assert ev.details["representative_dies"] == [[0, 1], [2, 4]] and ev.objective == 5.0
+
+
+@pytest.mark.parametrize("plan, text", [
+    ({"assignment": [[0, 0], [0, 0]]}, "stage 1: slot [0, 0] already holds stage 0"),
+    ({"assignment": [[0, 0], [1, 1]]}, "stage 1: slot [1, 1] contains faulty die(s) [[1, 1]]"),
+    ({"assignment": [[0, 0], [3, 0]]}, "stage 1: slot [3, 0] outside the 3 x 3 slot grid"),
+    ({"assignment": [[0, 0]]}, "assignment has 1 slots, the instance has 2 stages"),
+    ({"tile": [1, 2], "assignment": [[0, 0], [0, 1]]}, "tile [1, 2] is not a candidate shape"),
+    ({"assignment": [[0, 0], "x"]}, "assignment[1] must be a slot [a, b]"),
+    ({"assignment": [[0, 0], [0, 1]], "slots": 1}, "unknown plan key 'slots'"),
+])
+def test_evaluator_rejects_bad_plans(plan, text):
+    lo = loaded(mesh={"rows": 3, "cols": 3, "faulty_dies": [[1, 1]]}, tile=[1, 1], flows=[[0, 1, 1.0]])
+    ev = evaluate("placement", lo.instance, plan)
+    assert not ev.feasible
+    assert any(text in v for v in ev.violations), ev.violations
+
+
+# --- bad input ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fields, text", [
+    (dict(mesh={"rows": 2, "cols": 2}, flows=[[0, 5, 1.0]], stages=3), "flows[0]: stage index 5 out of range (stages: 3)"),
+    (dict(mesh={"rows": 2, "cols": 2}, flows=[[0, 0, 1.0]]), "flows[0]: a flow needs two different stages"),
+    (dict(mesh={"rows": 2, "cols": 2}, flows=[[0, 1, -1.0]]), "volume must be a finite number >= 0, got -1.0"),
+    (dict(mesh={"rows": 2, "cols": 2}, flows=[[0, 1]]), "flows[0]: expected [i, j, volume]"),
+    (dict(mesh={"rows": 2, "cols": 2}, flows=chain(5)), "5 stages do not fit: usable slots per tile shape 1x1: 4"),
+    (dict(mesh={"rows": 2, "cols": 2}, tile=[0, 1], flows=chain(2)), "tile: expected a tile shape [h, w] of two positive integers, got [0, 1]"),
+    (dict(mesh={"rows": 2, "cols": 2}, flows=chain(2), flow_matrix=[[0]]), "give either flows or flow_matrix, not both"),
+    (dict(mesh={"rows": 2, "cols": 2}, flow_matrix=[[0, 1], [1]]), "flow_matrix[1]: expected a row of 2 numbers"),
+    (dict(mesh={"rows": 2, "cols": 2}, flows=chain(2), stages=2, pairs=[[0, 3, 1.0]]), "pairs[0]: stage index 3 out of range"),
+    (dict(mesh={"rows": 2, "cols": 2}, flows=chain(2), colour="red"), "unknown key 'colour'"),
+    (dict(mesh={"rows": 1, "cols": 3, "faulty_dies": [[0, 1]]}, flows=chain(2)), "do not form one connected mesh"),
+])
+def test_bad_instances_name_field_and_value(fields, text):
+    with pytest.raises(InstanceError) as err:
+        loaded(**fields)
+    assert text in str(err.value)
+
+
+def test_fitness_matches_evaluator_on_random_assignments():
+    from wafopt.heuristics.placement import Fitness
+
+    lo = loaded(mesh={"rows": 4, "cols": 4, "faulty_dies": [[2, 2]]}, tile=[1, 1], flows=chain(8),
+                pairs=[[0, 7, 3.0], [2, 5, 1.0]])
+    inst = lo.instance
+    lay = inst.layouts[0]
+    fit = Fitness(inst, lay)
+    P = np.array([np.random.default_rng(k).permutation(len(lay.slots)) for k in range(40)])
+    for perm, value in zip(P, fit(P)):
+        assert value == pytest.approx(evaluate("placement", inst, lay.plan(perm[:8])).objective)

@@ -1,0 +1,47 @@
+"""Both solvers in one process (ortools 9.15 breaks highspy 1.15: or-tools #5246; 1.14 is pinned)."""
+
+import pyomo.environ as pyo
+from ortools.sat.python import cp_model
+
+from wafopt.models.solvers import solve_cpsat, solve_pyomo
+from wafopt.solve import SolveOptions
+
+
+def test_highs_and_cpsat_in_one_process():
+    import highspy  # noqa: F401  (imported after ortools on purpose)
+
+    # min 3x + 2y, x + y >= 2.5, x binary, y integer in [0, 5]: optimum x=0, y=3 -> 6
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(domain=pyo.Binary)
+    m.y = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, 5))
+    m.cover = pyo.Constraint(expr=m.x + m.y >= 2.5)
+    m.cost = pyo.Objective(expr=3 * m.x + 2 * m.y)
+    out = solve_pyomo(m, SolveOptions(quiet=True))
+    assert out.status == "optimal" and abs(out.bound - 6) < 1e-9
+    assert round(pyo.value(m.y)) == 3 and round(pyo.value(m.x)) == 0
+
+    cp = cp_model.CpModel()
+    x = cp.NewBoolVar("x")
+    y = cp.NewIntVar(0, 5, "y")
+    cp.Add(2 * x + 2 * y >= 5)
+    cp.Minimize(3 * x + 2 * y)
+    out, solver = solve_cpsat(cp, SolveOptions(quiet=True))
+    assert out.status == "optimal" and out.bound == 6
+    assert solver.Value(y) == 3
+
+
+def test_highs_reports_time_limit_honestly():
+    # a knapsack-like model with a tiny time limit either proves optimality or says feasible/unknown
+    import random
+
+    rng = random.Random(1)
+    m = pyo.ConcreteModel()
+    m.I = pyo.RangeSet(0, 59)
+    w = {i: rng.randint(10, 60) for i in m.I}
+    m.x = pyo.Var(m.I, domain=pyo.Binary)
+    m.cap = pyo.Constraint(expr=sum(w[i] * m.x[i] for i in m.I) >= 701)
+    m.cost = pyo.Objective(expr=sum((w[i] + rng.random()) * m.x[i] for i in m.I))
+    out = solve_pyomo(m, SolveOptions(quiet=True, time_limit=0.001))
+    assert out.status in ("optimal", "feasible", "unknown")
+    if out.status != "optimal":
+        assert out.bound is None or out.bound <= 701 + 60

@@ -1,0 +1,149 @@
+"""TATP group mapping: evaluator by hand, exact methods vs brute force, heuristics vs optimum."""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+
+import pytest
+
+from wafopt.errors import InstanceError
+from wafopt.evaluate import evaluate
+from wafopt.instance import parse_instance
+from wafopt.runner import run
+from wafopt.solve import SolveOptions
+
+
+def loaded(rows, cols, N, G, faulty_dies=(), faulty_links=()):
+    return parse_instance({"problem": "tatp", "group_size": N, "groups": G,
+                           "mesh": {"rows": rows, "cols": cols, "faulty_dies": [list(d) for d in faulty_dies],
+                                    "faulty_links": [[list(a), list(b)] for a, b in faulty_links]}})
+
+
+def brute_force(instance) -> int:
+    """Minimum total ring cost over all choices of G disjoint N-sets of healthy dies and all
+    cyclic orders of each set (memoized over the set of dies already decided)."""
+    mesh, N, G = instance.mesh, instance.group_size, instance.groups
+    dies = mesh.healthy_dies
+    spare = len(dies) - N * G
+
+    @lru_cache(maxsize=None)
+    def ring(members: tuple[int, ...]) -> int:
+        head, rest = members[0], members[1:]
+        best = None
+        for order in itertools.permutations(rest):
+            cyc = (head,) + order
+            cost = max(mesh.distance(dies[cyc[k]], dies[cyc[(k + 1) % N]]) for k in range(N))
+            best = cost if best is None else min(best, cost)
+        return best
+
+    @lru_cache(maxsize=None)
+    def best(decided: int, left: int) -> float:
+        if left == 0:
+            return 0
+        i = next((k for k in range(len(dies)) if not decided >> k & 1), None)
+        if i is None:
+            return float("inf")
+        skipped = bin(decided).count("1") - N * (G - left)
+        out = float("inf")
+        if skipped < spare:
+            out = best(decided | 1 << i, left)
+        free = [k for k in range(i + 1, len(dies)) if not decided >> k & 1]
+        for rest in itertools.combinations(free, N - 1):
+            mask = decided | 1 << i
+            for k in rest:
+                mask |= 1 << k
+            out = min(out, ring((i,) + rest) + best(mask, left - 1))
+        return out
+
+    return int(best(0, G))
+
+
+CASES = [  # rows, cols, N, G, faulty dies, faulty links
+    (3, 3, 4, 2, [], []),                          # two 2x2 blocks always overlap: optimum > bound
+    (3, 3, 3, 2, [], []),                          # odd N: each ring at least 2
+    (3, 3, 2, 4, [(1, 1)], []),
+    (4, 4, 2, 7, [(1, 2), (2, 1)], []),            # all 14 healthy dies paired
+    (4, 4, 4, 3, [(1, 1), (2, 2)], []),
+    (4, 4, 3, 4, [(0, 0), (3, 3)], []),
+    (4, 4, 4, 2, [], [((1, 1), (1, 2)), ((2, 1), (2, 2))]),
+    (3, 4, 4, 2, [(0, 1), (1, 2)], []),           # faults break every 2x2 block but one
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}-N{c[2]}-G{c[3]}-f{len(c[4])}{len(c[5])}")
+def test_exact_methods_match_brute_force_and_heuristics_never_beat_it(case):
+    rows, cols, N, G, dies, links = case
+    ld = loaded(rows, cols, N, G, dies, links)
+    optimum = brute_force(ld.instance)
+    for method in ("cpsat", "milp"):
+        sol = run(ld, method, SolveOptions(time_limit=30, quiet=True))
+        assert sol.status == "optimal", (method, sol.message)
+        assert sol.objective == optimum, method
+        assert sol.bound <= optimum + 1e-9
+    for method in ("snake", "tiles", "ga"):
+        sol = run(ld, method, SolveOptions(time_limit=2, seed=3, quiet=True))
+        assert sol.evaluation["feasible"]
+        assert sol.objective >= optimum
+        assert sol.bound <= optimum
+        if sol.status == "optimal":
+            assert sol.objective == optimum
+
+
+def test_evaluator_by_hand():
+    ld = loaded(3, 4, 4, 2, [(2, 3)])
+    plan = {"groups": [[[0, 0], [0, 1], [1, 1], [1, 0]],      # 2x2 block: cost 1
+                       [[0, 2], [0, 3], [1, 3], [2, 2]]]}     # hops 1, 1, 2 ([1,3]->[2,2]), 2 back: cost 2
+    ev = evaluate("tatp", ld.instance, plan)
+    assert ev.feasible and ev.objective == 3.0
+    assert ev.details["ring_costs"] == [1, 2]
+    assert ev.details["physical_rings"] == 1 and ev.details["tail_hops"] == 2
+    # the same dies in a worse order: [0,0] -> [1,1] is 2 hops
+    ev = evaluate("tatp", ld.instance, {"groups": [[[0, 0], [1, 1], [0, 1], [1, 0]], plan["groups"][1]]})
+    assert ev.details["ring_costs"] == [2, 2]
+
+
+def test_evaluator_rejects_bad_plans():
+    ld = loaded(3, 4, 4, 2, [(2, 3)])
+    bad = {"groups": [[[0, 0], [0, 1], [1, 1], [2, 3]], [[0, 0], [0, 2], [5, 5]]]}
+    ev = evaluate("tatp", ld.instance, bad)
+    assert not ev.feasible
+    assert "group 0: die [2, 3] is faulty" in ev.violations
+    assert "group 1 has 3 dies, the group size is 4" in ev.violations
+    assert "group 1: die [0, 0] is also in group 0" in ev.violations
+    assert "group 1: die [5, 5] lies outside the 3 x 4 mesh" in ev.violations
+    ev = evaluate("tatp", ld.instance, {"groups": [[[0, 0], [0, 1], [1, 1], [1, 0]]]})
+    assert ev.violations == ["plan has 1 groups, the instance asks for 2"]
+    ev = evaluate("tatp", ld.instance, {"groups": [["x"]]})
+    assert ev.violations == ["malformed plan: groups[0][0] must be a die [row, col], got 'x'"]
+
+
+def test_too_many_dies_and_disconnected_mesh_are_clear_errors():
+    with pytest.raises(InstanceError, match=r"groups: 4 groups x 4 dies = 16 dies, but the mesh has only 15 healthy"):
+        loaded(4, 4, 4, 4, [(0, 0)])
+    with pytest.raises(InstanceError, match="the healthy dies do not form one connected mesh"):
+        loaded(3, 3, 2, 2, [(0, 1), (1, 1), (2, 1)])
+    with pytest.raises(InstanceError, match=r"group_size: must be at least 2 .* got 1"):
+        loaded(3, 3, 1, 2)
+
+
+def test_tiles_reaches_the_bound_on_fault_free_paper_wafers_fast():
+    for rows, cols, N, G in ((6, 9, 6, 9), (8, 8, 8, 8), (7, 8, 8, 6), (6, 8, 4, 12), (8, 8, 16, 4)):
+        sol = run(loaded(rows, cols, N, G), "tiles", SolveOptions(time_limit=5, quiet=True))
+        assert sol.status == "optimal" and sol.objective == G, (rows, cols, N)
+        assert sol.time_s < 1.0
+
+
+def test_snake_reproduces_temp_sequential_mapping_on_6x9():
+    """TEMP Fig. 7(a): N = 6 on 6 x 9, a sequential mapping leaves six of nine groups non-rings."""
+    sol = run(loaded(6, 9, 6, 9), "snake", SolveOptions(quiet=True))
+    assert sol.evaluation["details"]["physical_rings"] == 3
+    assert sol.objective > 9
+
+
+def test_ga_is_seeded_and_deterministic():
+    ld = loaded(4, 4, 3, 4, [(0, 0), (3, 3)])
+    a = run(ld, "ga", SolveOptions(time_limit=20, seed=5, quiet=True))
+    b = run(ld, "ga", SolveOptions(time_limit=20, seed=5, quiet=True))
+    assert a.plan == b.plan
+    assert a.objective >= brute_force(ld.instance)

@@ -1,0 +1,350 @@
+"""The `wafopt` command line: one small class per subcommand.
+
+Exit codes: 0 ok, 1 internal error, 2 invalid input, 3 infeasible, 4 not certified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+from wafopt import __version__
+from wafopt.errors import (EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_INVALID, EXIT_NOT_CERTIFIED, EXIT_OK,
+                           InstanceError)
+
+
+def _fmt(value, digits: int = 6) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.3g}%"
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _options(args):
+    from wafopt.solve import SolveOptions
+
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise InstanceError(f"must be positive, got {args.time_limit}", "--time-limit")
+    return SolveOptions(time_limit=args.time_limit, seed=args.seed, quiet=args.quiet,
+                        verbose=getattr(args, "verbose", False))
+
+
+def _add_solve_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--problem", help="solve this sub-problem derived from a scenario instance "
+                   "(placement, recompute, mem_pair, tatp, routing)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per method")
+    p.add_argument("--seed", type=int, default=0, help="seed of every randomized method (default 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
+    p.add_argument("--verbose", action="store_true", help="solver logs on stderr")
+
+
+def _load(path: str, problem: str | None = None):
+    from wafopt.instance import derive, load
+
+    loaded = load(path)
+    return derive(loaded, problem) if problem else loaded
+
+
+def default_solution_path(instance: str, method: str, loaded) -> Path:
+    """solutions/<instance-stem>[.<problem> if derived from a scenario].<method>.json"""
+    derived = f".{loaded.problem}" if loaded.derived_from else ""
+    return Path("solutions") / f"{Path(instance).stem}{derived}.{method}.json"
+
+
+class Command:
+    name = ""
+    help = ""
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        pass
+
+    def run(self, args) -> int:
+        raise NotImplementedError
+
+
+class Validate(Command):
+    name = "validate"
+    help = "check instance files and report the first problem in each"
+
+    def add_arguments(self, p):
+        p.add_argument("instances", nargs="+", metavar="INSTANCE")
+
+    def run(self, args):
+        from wafopt.instance import load
+
+        code = EXIT_OK
+        for path in args.instances:
+            try:
+                loaded = load(path)
+                print(f"ok       {path}  (problem: {loaded.problem}, name: {loaded.name})")
+            except InstanceError as exc:
+                print(f"invalid  {exc}")
+                code = EXIT_INVALID
+        return code
+
+
+class Solve(Command):
+    name = "solve"
+    help = "solve an instance with one method and write the solution JSON"
+
+    def add_arguments(self, p):
+        p.add_argument("instance", metavar="INSTANCE")
+        p.add_argument("--method", required=True)
+        _add_solve_options(p)
+        p.add_argument("--warm-start", metavar="SOLUTION", help="start exact methods from this plan")
+        p.add_argument("--out", metavar="FILE", help="default: solutions/<instance-stem>.<method>.json")
+        p.add_argument("--json", action="store_true", help="print the solution JSON on stdout")
+
+    def run(self, args):
+        from wafopt.runner import run
+        from wafopt.solution import read_solution
+
+        loaded = _load(args.instance, args.problem)
+        options = _options(args)
+        if args.warm_start:
+            options.warm_start = read_solution(args.warm_start).plan
+        out = Path(args.out) if args.out else default_solution_path(args.instance, args.method, loaded)
+        if not options.quiet:
+            _stderr(f"solving {args.instance} ({loaded.problem}) with {args.method}"
+                    + (f", time limit {args.time_limit:g} s" if args.time_limit else ""))
+        solution = run(loaded, args.method, options)
+        solution.write(out)
+        if args.json:
+            print(json.dumps(solution.to_dict(), indent=1))
+        else:
+            print(f"{solution.status:10s} objective {_fmt(solution.objective)}  bound {_fmt(solution.bound)}"
+                  f"  gap {_pct(solution.gap)}  {solution.time_s:.2f} s  [{solution.solver}]")
+            if solution.message:
+                print(f"note: {solution.message}")
+            print(f"wrote {out}")
+        if solution.status == "infeasible":
+            return EXIT_INFEASIBLE
+        return EXIT_OK if solution.status in ("optimal", "feasible") else EXIT_INTERNAL
+
+
+class Compare(Command):
+    name = "compare"
+    help = "run several methods on each instance and tabulate objective, bound, gap and time"
+
+    def add_arguments(self, p):
+        p.add_argument("instances", nargs="+", metavar="INSTANCE")
+        p.add_argument("--methods", help="comma-separated (default: the problem's default set)")
+        _add_solve_options(p)
+        p.add_argument("--save", action="store_true", help="also write each solution to solutions/")
+        fmt = p.add_mutually_exclusive_group()
+        fmt.add_argument("--json", action="store_true", help="rows as JSON")
+        fmt.add_argument("--csv", action="store_true", help="rows as CSV")
+        p.add_argument("--markdown", action="store_true", help="tables as Markdown (for docs/)")
+
+    def run(self, args):
+        from wafopt.runner import run
+
+        rows = []
+        for path in args.instances:
+            loaded = _load(path, args.problem)
+            methods = args.methods.split(",") if args.methods else list(
+                getattr(loaded.module, "DEFAULT_METHODS", loaded.methods))
+            block = []
+            for k, method in enumerate(methods):
+                method = method.strip()
+                if not args.quiet:
+                    _stderr(f"[{loaded.name}] {method} ({k + 1}/{len(methods)}) ...")
+                options = _options(args)
+                solution = run(loaded, method, options)
+                if args.save:
+                    solution.write(default_solution_path(path, method, loaded))
+                block.append(solution)
+            best_bound = max((s.bound for s in block if s.bound is not None), default=None)
+            best_obj = min((s.objective for s in block if s.objective is not None), default=None)
+            if best_bound is not None and best_obj is not None:
+                best_bound = min(best_bound, best_obj)  # a bound above a feasible plan is a bug; never hide it
+            from wafopt.solve import relative_gap
+            for s in block:
+                known = loaded.known_optimum
+                rows.append({
+                    "instance": loaded.name, "method": s.method, "status": s.status,
+                    "objective": s.objective, "bound": s.bound, "gap": s.gap,
+                    "gap_best_bound": relative_gap(s.objective, best_bound),
+                    "known_optimum": known.value if known else None,
+                    "gap_known": (None if known is None or s.objective is None
+                                  else (s.objective - known.value) / abs(known.value or 1.0)),
+                    "time_s": s.time_s, "solver": s.solver, "message": s.message})
+        if args.json:
+            print(json.dumps(rows, indent=1))
+        elif args.csv:
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["instance"])
+            writer.writeheader()
+            writer.writerows(rows)
+            print(buf.getvalue(), end="")
+        else:
+            self.print_tables(rows, markdown=args.markdown)
+        return EXIT_OK
+
+    @staticmethod
+    def print_tables(rows, markdown: bool = False):
+        columns = ["method", "status", "objective", "bound", "gap", "gap_best_bound", "time_s"]
+        if any(r["known_optimum"] is not None for r in rows):
+            columns.append("gap_known")
+        heads = {"gap_best_bound": "gap to best bound", "time_s": "time (s)", "gap_known": "gap to known opt."}
+        for name in dict.fromkeys(r["instance"] for r in rows):
+            block = [r for r in rows if r["instance"] == name]
+            known = block[0]["known_optimum"]
+            title = f"{name}" + (f" (known optimum {_fmt(known)})" if known is not None else "")
+            cells = [[_pct(r[c]) if c.startswith("gap") else
+                      (f"{r[c]:.2f}" if c == "time_s" else _fmt(r[c])) for c in columns] for r in block]
+            headers = [heads.get(c, c) for c in columns]
+            if markdown:
+                print(f"\n**{title}**\n")
+                print("| " + " | ".join(headers) + " |")
+                print("|" + "---|" * len(headers))
+                for row in cells:
+                    print("| " + " | ".join(row) + " |")
+            else:
+                widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
+                print(f"\n{title}")
+                print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+                print("  ".join("-" * w for w in widths))
+                for row in cells:
+                    print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+class Certify(Command):
+    name = "certify"
+    help = "re-check a solution: instance hash, feasibility, objective, bound; print the certified gap"
+
+    def add_arguments(self, p):
+        p.add_argument("solution", metavar="SOLUTION")
+        p.add_argument("--instance", metavar="INSTANCE", help="default: the path stored in the solution")
+
+    def run(self, args):
+        from wafopt.certify import certify
+
+        report = certify(args.solution, args.instance)
+        for line in report.lines:
+            print(line)
+        return EXIT_OK if report.certified else EXIT_NOT_CERTIFIED
+
+
+class Evaluate(Command):
+    name = "evaluate"
+    help = "the evaluator's verdict on a hand-written plan (YAML/JSON, or a solution file)"
+
+    def add_arguments(self, p):
+        p.add_argument("instance", metavar="INSTANCE")
+        p.add_argument("plan", metavar="PLAN")
+        p.add_argument("--problem", help="evaluate as this sub-problem of a scenario")
+        p.add_argument("--json", action="store_true")
+
+    def run(self, args):
+        from wafopt.evaluate import evaluate
+        from wafopt.instance import read_mapping
+
+        loaded = _load(args.instance, args.problem)
+        data, _ = read_mapping(args.plan)
+        plan = data["plan"] if isinstance(data.get("plan"), dict) else data
+        ev = evaluate(loaded.problem, loaded.instance, plan)
+        if args.json:
+            print(json.dumps(ev.to_dict(), indent=1))
+        else:
+            print(f"feasible: {'yes' if ev.feasible else 'no'}")
+            print(f"objective: {_fmt(ev.objective)}")
+            for v in ev.violations:
+                print(f"violation: {v}")
+        return EXIT_OK if ev.feasible else EXIT_INFEASIBLE
+
+
+class Show(Command):
+    name = "show"
+    help = "a readable summary of an instance or a solution; --png draws the mesh"
+
+    def add_arguments(self, p):
+        p.add_argument("target", metavar="INSTANCE|SOLUTION")
+        p.add_argument("--problem", help="show this sub-problem of a scenario")
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--png", metavar="FILE", help="draw the mesh with the plan (if any)")
+
+    def run(self, args):
+        from wafopt.show import show
+
+        info = show(args.target, args.problem, args.png)
+        if args.json:
+            print(json.dumps(info, indent=1))
+        else:
+            from wafopt.show import render_text
+            print(render_text(info))
+        if args.png:
+            _stderr(f"wrote {args.png}")
+        return EXIT_OK
+
+
+class ImportQaplib(Command):
+    name = "import-qaplib"
+    help = "convert a QAPLIB .dat (with its .sln) whose distances form a grid into a placement instance"
+
+    def add_arguments(self, p):
+        p.add_argument("dat", metavar="FILE.dat")
+        p.add_argument("--sln", metavar="FILE.sln", help="records the known optimum (default: FILE.sln beside it)")
+        p.add_argument("--out", metavar="DIR", default="instances/placement/qaplib")
+
+    def run(self, args):
+        from wafopt.qaplib import write_instance
+
+        sln = args.sln
+        if sln is None and Path(args.dat).with_suffix(".sln").exists():
+            sln = str(Path(args.dat).with_suffix(".sln"))
+        path = write_instance(args.dat, sln, args.out)
+        print(f"wrote {path}")
+        return EXIT_OK
+
+
+COMMANDS = [Validate(), Solve(), Compare(), Certify(), Evaluate(), Show(), ImportQaplib()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wafopt", description="Exact and heuristic optimization of LLM training on wafer-scale chips.")
+    parser.add_argument("--version", action="version", version=f"wafopt {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(p)
+        p.set_defaults(handler=cmd)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler.run(args)
+    except InstanceError as exc:
+        _stderr(f"wafopt: error: {exc}")
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        _stderr("wafopt: interrupted")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # an internal error: say so plainly, with the traceback for a bug report
+        import traceback
+        traceback.print_exc()
+        _stderr(f"wafopt: internal error: {type(exc).__name__}: {exc}")
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

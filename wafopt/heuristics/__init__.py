@@ -1,0 +1,1 @@
+"""Fast heuristics and baselines: greedy, dynamic programming, local search, pymoo GA."""

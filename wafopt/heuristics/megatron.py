@@ -1,0 +1,94 @@
+"""Megatron-style baseline plan (WATOS section V-A, "MG-wafer").
+
+Given (tp, pp, dp): every tile shape h x w = tp that fits, stages placed on the usable aligned
+tiles in serpentine order (WATOS Fig. 11a), no recomputation unless memory forces full
+recomputation of every layer, no offloading. The best tile shape by the evaluator wins.
+"""
+
+from __future__ import annotations
+
+from wafopt.evaluate import evaluate
+from wafopt.instance.plan import Parallel, Scenario
+from wafopt.mesh import Die, Mesh
+from wafopt.solve import MethodResult, SolveOptions
+
+
+def tile_shapes(tp: int, mesh: Mesh) -> list[tuple[int, int]]:
+    """Every factorization h * w = tp with h <= rows and w <= cols."""
+    return [(h, tp // h) for h in range(1, tp + 1) if tp % h == 0 and h <= mesh.rows and tp // h <= mesh.cols]
+
+
+def serpentine_slots(mesh: Mesh, h: int, w: int) -> list[tuple[int, int]]:
+    """Aligned h x w tiles without a faulty die, in boustrophedon order over the tile grid."""
+    slots = []
+    for a in range(mesh.rows // h):
+        cols = range(mesh.cols // w)
+        for b in (cols if a % 2 == 0 else reversed(cols)):
+            dies = tile_dies((a, b), h, w)
+            if all(mesh.is_healthy(d) for d in dies):
+                slots.append((a, b))
+    return slots
+
+
+def tile_dies(slot: tuple[int, int], h: int, w: int) -> list[Die]:
+    """Dies of a tile in ring order: a cycle through the tile when it has one, else a line
+    interleaved so no ring step exceeds 2 hops (WaferLLM's INTERLEAVE, section 5.2)."""
+    r0, c0 = slot[0] * h, slot[1] * w
+    if h == 1 or w == 1:
+        line = [(r0 + i, c0) for i in range(h)] if w == 1 else [(r0, c0 + j) for j in range(w)]
+        return line[0::2] + line[1::2][::-1]
+    if h % 2 == 0:  # down column c0, then snake the remaining columns back up
+        ring = [(r0 + i, c0) for i in range(h)]
+        for i in range(h - 1, -1, -1):
+            cols = range(c0 + 1, c0 + w) if (h - 1 - i) % 2 == 0 else range(c0 + w - 1, c0, -1)
+            ring += [(r0 + i, c) for c in cols]
+        return ring
+    return _ring_along_first_row(r0, c0, h, w)  # h odd, so w is even
+
+
+def _ring_along_first_row(r0: int, c0: int, h: int, w: int) -> list[Die]:
+    ring = [(r0, c0 + j) for j in range(w)]
+    for j in range(w - 1, -1, -1):
+        rows = range(r0 + 1, r0 + h) if (w - 1 - j) % 2 == 0 else range(r0 + h - 1, r0, -1)
+        ring += [(r, c0 + j) for r in rows]
+    return ring
+
+
+def place_serpentine(mesh: Mesh, par: Parallel, h: int, w: int) -> list[list[list[Die]]] | None:
+    slots = serpentine_slots(mesh, h, w)
+    if len(slots) < par.pp * par.dp:
+        return None
+    it = iter(slots)
+    return [[tile_dies(next(it), h, w) for _ in range(par.pp)] for _ in range(par.dp)]
+
+
+def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
+    par = scenario.parallel
+    if par is None:
+        return MethodResult(None, "unknown", message="megatron needs a fixed layout: add parallel: {tp, pp, dp}")
+    mesh = scenario.mesh()
+    work = scenario.workload()
+    fits_plain = all(s.memory_bytes(None) <= scenario.wafer.dram_capacity for s in work.stages)
+    recompute = None if fits_plain else [s.full_recompute() for s in work.stages]
+    best, best_time, tried = None, None, []
+    for h, w in tile_shapes(par.tp, mesh):
+        pipelines = place_serpentine(mesh, par, h, w)
+        if pipelines is None:
+            tried.append(f"{h}x{w}: not enough healthy tiles")
+            continue
+        plan = {"tp": par.tp, "pp": par.pp, "dp": par.dp, "tile": [h, w],
+                "pipelines": [[[list(d) for d in stage] for stage in pipe] for pipe in pipelines]}
+        if recompute is not None:
+            plan["recompute"] = recompute
+        ev = evaluate("plan", scenario, plan)
+        tried.append(f"{h}x{w}: {'%.4g s' % ev.objective if ev.feasible else 'infeasible'}")
+        if ev.feasible and (best_time is None or ev.objective < best_time):
+            best, best_time = plan, ev.objective
+            options.incumbent(plan)
+    if best is None:
+        reason = ("even full recomputation does not fit every die" if recompute is not None
+                  else "no tile shape fits")
+        return MethodResult(None, "infeasible", message=f"megatron baseline: {reason} ({'; '.join(tried)})")
+    note = "full recomputation (memory forces it)" if recompute is not None else "no recomputation"
+    return MethodResult(best, "feasible", None, "heuristic",
+                        f"{note}; tile shapes tried: {'; '.join(tried)}")

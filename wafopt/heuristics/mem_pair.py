@@ -1,0 +1,92 @@
+"""Location-aware DRAM allocation (WATOS Alg. 3): each sender in turn takes the nearest helpers.
+
+Senders are served in descending overflow (Alg. 2, line 12). A sender's queue holds the helpers it
+reaches, ordered by hops (Eq. 2 pair term: cost = volume x hops), then larger remaining room, then
+input order; it pops the head, takes as many chunks as the helper has room for, and a helper with
+room left stays available to later senders. With K helpers per sender, the K-th helper must take
+the whole remainder: the nearest helper with enough room is chosen, and the greedy fails when
+there is none.
+"""
+
+from __future__ import annotations
+
+from wafopt.instance.mem_pair import MemPairInstance
+from wafopt.solve import MethodResult, SolveOptions
+
+
+def greedy_chunks(inst: MemPairInstance) -> dict[tuple[int, int], int] | None:
+    """Chunks per (sender, helper) of Alg. 3, or None when the greedy gets stuck."""
+    room = list(inst.room)
+    K = inst.max_helpers_per_sender
+    chunks: dict[tuple[int, int], int] = {}
+    order = sorted(range(len(inst.senders)), key=lambda s: (-inst.need[s], s))
+    for s in order:
+        left = inst.need[s]
+        used = 0
+        while left > 0:
+            queue = sorted((inst.hops[s][h], -room[h], h) for h in range(len(inst.helpers))
+                           if inst.hops[s][h] is not None and room[h] > 0 and (s, h) not in chunks)
+            if K is not None and used == K - 1:
+                queue = [q for q in queue if room[q[2]] >= left]
+            if not queue:
+                return None
+            h = queue[0][2]
+            take = min(room[h], left)
+            chunks[(s, h)] = take
+            room[h] -= take
+            left -= take
+            used += 1
+    return chunks
+
+
+def flow_chunks(inst: MemPairInstance) -> dict[tuple[int, int], int] | None:
+    """The transportation optimum without K by min-cost flow (networkx network simplex), or None.
+
+    Its cost is a lower bound with K too (a relaxation); the exact models use it as warm start
+    when it respects K (it is then optimal) and as a valid cut on their objective.
+    """
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for s, n in enumerate(inst.need):
+        g.add_node(("s", s), demand=-n)
+    for h, c in enumerate(inst.room):
+        g.add_node(("h", h), demand=0)
+        g.add_edge(("h", h), ("t", 0), capacity=c, weight=0)
+    g.add_node(("t", 0), demand=sum(inst.need))
+    for s in range(len(inst.senders)):
+        for h in range(len(inst.helpers)):
+            if inst.hops[s][h] is not None:
+                g.add_edge(("s", s), ("h", h), capacity=inst.need[s], weight=inst.hops[s][h])
+    try:
+        flow = nx.network_simplex(g)[1]
+    except nx.NetworkXUnfeasible:
+        return None
+    return {(node[1], head[1]): int(v) for node, out in flow.items() if node[0] == "s"
+            for head, v in out.items() if v > 0}
+
+
+def respects_k(inst: MemPairInstance, chunks: dict[tuple[int, int], int]) -> bool:
+    K = inst.max_helpers_per_sender
+    if K is None:
+        return True
+    partners = [0] * len(inst.senders)
+    for s, _ in chunks:
+        partners[s] += 1
+    return max(partners, default=0) <= K
+
+
+def solve_greedy(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
+    from wafopt.models.mem_pair import plan_of
+
+    why = inst.infeasibility()
+    if why:
+        return MethodResult(None, "infeasible", None, "greedy", why)
+    chunks = greedy_chunks(inst)
+    if chunks is None:
+        return MethodResult(None, "unknown", None, "greedy",
+                            "the greedy ran out of reachable helpers for a sender "
+                            "(the instance may still be feasible: try milp or cpsat)")
+    plan = plan_of(inst, chunks)
+    options.incumbent(plan)
+    return MethodResult(plan, "feasible", None, "greedy", "WATOS Alg. 3 (nearest helpers first)")

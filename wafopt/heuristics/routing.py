@@ -1,0 +1,159 @@
+"""Routing heuristics: `xy` (dimension-order baseline) and `tcme` (TEMP's traffic-conscious
+communication optimizer, Sec. VI-B: reroute the flows of the most loaded link along the least
+loaded alternative, identical transfers moved together, until the peak stops improving).
+"""
+
+from __future__ import annotations
+
+import time
+
+from wafopt.mesh import Die, Link
+from wafopt.solve import MethodResult, SolveOptions
+
+MAX_ITERATIONS = 10_000   # TCME iteration cap (one accepted reroute per iteration)
+DEFAULT_BUDGET_S = 10.0
+
+
+def _plan(routes: list[list[Die]]) -> dict:
+    return {"routes": [[list(d) for d in path] for path in routes]}
+
+
+def xy_routes(instance) -> list[list[Die]]:
+    return [instance.mesh.xy_route(f.src, f.dst) for f in instance.flows]
+
+
+def endpoint_bound(instance) -> float:
+    """A cheap lower bound on the peak: a die's outgoing (incoming) volume leaves (enters) through
+    its healthy links, so some link carries at least volume / degree; any link carries a whole flow."""
+    mesh = instance.mesh
+    out: dict[Die, float] = {}
+    into: dict[Die, float] = {}
+    for f in instance.flows:
+        out[f.src] = out.get(f.src, 0.0) + f.volume
+        into[f.dst] = into.get(f.dst, 0.0) + f.volume
+    per_die = [v / len(mesh.neighbours(d)) for side in (out, into) for d, v in side.items()]
+    return max(per_die + [f.volume for f in instance.flows]) / mesh.link_bandwidth
+
+
+def _result(instance, routes, options: SolveOptions, message: str, stats: dict | None = None) -> MethodResult:
+    from wafopt.evaluate.routing import evaluate
+
+    plan = _plan(routes)
+    bound = endpoint_bound(instance)
+    options.incumbent(plan, bound)
+    ev = evaluate(instance, plan)
+    status = "optimal" if ev.feasible and ev.objective <= bound * (1 + 1e-9) else "feasible"
+    return MethodResult(plan, status, bound, "heuristic", message, stats or {})
+
+
+def xy(instance, options: SolveOptions) -> MethodResult:
+    """Every flow on its dimension-order route (columns first), faults bypassed by the mesh."""
+    return _result(instance, xy_routes(instance), options, "dimension-order (XY) routes")
+
+
+# --- TCME -----------------------------------------------------------------------------------------------
+class Loads:
+    """Directed link loads with the score TCME minimizes: (peak, links at the peak, sum of squares).
+
+    The two tie-breakers let the loop progress when several links share the peak."""
+
+    def __init__(self, mesh):
+        self.mesh = mesh
+        self.load: dict[Link, float] = {link: 0.0 for link in mesh.directed_links}
+
+    def add(self, path: list[Die], volume: float) -> None:
+        for a, b in zip(path, path[1:]):
+            self.load[(a, b)] += volume
+
+    def score(self) -> tuple[float, int, float]:
+        values = self.load.values()
+        peak = max(values)
+        tol = 1e-9 * max(1.0, peak)
+        return (round(peak, 9), sum(1 for v in values if v >= peak - tol), sum(v * v for v in values))
+
+    def hottest(self) -> Link:
+        return max(self.load, key=lambda link: (self.load[link], link))
+
+
+def least_loaded_path(instance, src: Die, dst: Die, volume: float, loads: Loads) -> list[Die]:
+    """Within the flow's candidate set (at most shortest + detour hops), the path whose busiest
+    link after adding `volume` is least loaded, ties broken by the summed load.
+
+    Label-setting over (die, hops) layers keeps one label per state (a heuristic for the
+    tie-breaker, exact for the min-max part on minimal paths); loops are cut from the walk.
+    """
+    mesh = instance.mesh
+    budget = mesh.distance(src, dst) + instance.detour
+    to_dst = mesh.distance_matrix[:, mesh.index(dst)]
+    layer: dict[Die, tuple[float, float, list[Die]]] = {src: (0.0, 0.0, [src])}
+    best = None
+    for hops in range(budget):
+        nxt: dict[Die, tuple[float, float, list[Die]]] = {}
+        for u, (peak, total, path) in layer.items():
+            for v in mesh.neighbours(u):
+                if hops + 1 + to_dst[mesh.index(v)] > budget or v in path:
+                    continue
+                after = loads.load[(u, v)] + volume
+                label = (max(peak, after), total + after, path + [v])
+                if v not in nxt or label[:2] < nxt[v][:2]:
+                    nxt[v] = label
+        if dst in nxt and (best is None or nxt[dst][:2] < best[:2]):
+            best = nxt.pop(dst)
+        nxt.pop(dst, None)
+        layer = nxt
+    return best[2]
+
+
+def tcme_routes(instance, routes: list[list[Die]], deadline: float) -> tuple[list[list[Die]], int]:
+    """TEMP's five phases: (1) start from the given routes, (2) find the most loaded link,
+    (3) the flows crossing it, (4) reroute them, identical transfers (same src, dst, path) merged
+    into one bundle, each along its least loaded alternative, kept only if the score improves,
+    bundles split into single flows when no bundle move helps, (5) repeat until no move improves
+    the score or the iteration cap / deadline is reached."""
+    flows = instance.flows
+    routes = [list(p) for p in routes]
+    loads = Loads(instance.mesh)
+    for f, p in zip(flows, routes):
+        loads.add(p, f.volume)
+    current = loads.score()
+    iterations = 0
+    while iterations < MAX_ITERATIONS and time.monotonic() < deadline:
+        iterations += 1
+        a, b = loads.hottest()
+        crossing = [k for k, p in enumerate(routes) if any(x == a and y == b for x, y in zip(p, p[1:]))]
+        bundles: dict[tuple, list[int]] = {}
+        for k in crossing:
+            bundles.setdefault((flows[k].src, flows[k].dst, tuple(routes[k])), []).append(k)
+        merged = sorted(bundles.values(), key=lambda ks: -sum(flows[k].volume for k in ks))
+        single = [[k] for ks in merged if len(ks) > 1 for k in ks]
+        moved = False
+        for bundle in merged + single:
+            volume = sum(flows[k].volume for k in bundle)
+            old = routes[bundle[0]]
+            loads.add(old, -volume)
+            new = least_loaded_path(instance, flows[bundle[0]].src, flows[bundle[0]].dst, volume, loads)
+            loads.add(new, volume)
+            score = loads.score()
+            if new != old and score < current:
+                for k in bundle:
+                    routes[k] = list(new)
+                current, moved = score, True
+                break
+            loads.add(new, -volume)
+            loads.add(old, volume)
+        if not moved:
+            break
+    return routes, iterations
+
+
+def tcme(instance, options: SolveOptions) -> MethodResult:
+    limit = options.time_limit if options.time_limit is not None else DEFAULT_BUDGET_S
+    deadline = time.monotonic() + limit
+    start = xy_routes(instance)
+    if options.warm_start is not None:
+        from wafopt.evaluate.routing import evaluate
+
+        if evaluate(instance, options.warm_start).feasible:
+            start = [[tuple(d) for d in p] for p in options.warm_start["routes"]]
+    routes, iterations = tcme_routes(instance, start, deadline)
+    return _result(instance, routes, options, f"TCME, {iterations} iterations", {"iterations": iterations})

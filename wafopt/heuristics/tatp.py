@@ -1,0 +1,399 @@
+"""TATP group mapping heuristics: `snake` (sequential baseline), `tiles` (Hamiltonian blocks with
+repair around faults) and `ga` (pymoo permutation GA), plus the ring-ordering helper they share.
+
+Every method reports the trivial bound G * (1 or 2) (see TatpInstance.ring_lower_bound), so a
+heuristic that reaches it is proven optimal.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from wafopt.evaluate.tatp import ring_cost
+from wafopt.mesh import Die, Mesh
+from wafopt.solve import MethodResult, SolveOptions
+
+DEFAULT_BUDGET_S = 10.0      # time budget of tiles / ga when no time limit is given
+RING_SEARCH_NODES = 20_000   # DFS nodes per threshold when ordering one ring
+PACKING_NODES = 200_000      # DFS nodes per mesh orientation when packing blocks
+GENERATIONS = 200            # GA generation cap
+
+
+# --- ring ordering ---------------------------------------------------------------------------------
+def _hamiltonian_cycle(adj: list[list[int]], budget: int) -> list[int] | None:
+    """A Hamiltonian cycle of the graph (adjacency lists) by DFS, fewest-onward-moves first."""
+    n = len(adj)
+    adjset = [set(a) for a in adj]
+    start = min(range(n), key=lambda i: len(adj[i]))
+    path, on = [start], [False] * n
+    on[start] = True
+    nodes = [budget]
+
+    def dead_end(u: int) -> bool:
+        # every unvisited die still needs two free ends (or one if it may be last next to start)
+        for w in range(n):
+            if not on[w]:
+                free = sum(1 for x in adj[w] if not on[x] or x == u or x == start)
+                if free < 2:
+                    return True
+        return False
+
+    def extend(u: int) -> bool:
+        if len(path) == n:
+            return start in adjset[u]
+        nodes[0] -= 1
+        if nodes[0] < 0 or dead_end(u):
+            return False
+        cands = [v for v in adj[u] if not on[v]]
+        cands.sort(key=lambda v: sum(1 for x in adj[v] if not on[x]))
+        for v in cands:
+            path.append(v)
+            on[v] = True
+            if extend(v):
+                return True
+            path.pop()
+            on[v] = False
+        return False
+
+    return path if extend(start) else None
+
+
+def order_ring(mesh: Mesh, dies: Sequence[Die], floor: int = 1,
+               budget: int = RING_SEARCH_NODES) -> tuple[list[Die], int]:
+    """A cyclic order of `dies` with a small longest hop (bottleneck TSP by threshold search).
+
+    Thresholds t = floor, floor+1, ... : the first t for which the DFS finds a Hamiltonian cycle
+    over hops <= t wins. The DFS is budgeted, so the result is a heuristic (exact when it never
+    runs out of budget below the returned threshold).
+    """
+    dies = [tuple(d) for d in dies]
+    n = len(dies)
+    if n <= 2:
+        return dies, ring_cost(mesh, dies)
+    idx = [mesh.index(d) for d in dies]
+    dist = mesh.distance_matrix[np.ix_(idx, idx)]
+    for t in sorted({int(v) for v in dist.flat if v >= floor}):
+        adj = [[j for j in range(n) if j != i and dist[i, j] <= t] for i in range(n)]
+        if any(len(a) < 2 for a in adj):
+            continue
+        cycle = _hamiltonian_cycle(adj, budget)
+        if cycle is not None:
+            return [dies[i] for i in cycle], t
+    return dies, ring_cost(mesh, dies)
+
+
+def best_order(mesh: Mesh, ring: Sequence[Die], floor: int) -> tuple[list[Die], int]:
+    """The better of `ring` as given and order_ring's order of its dies."""
+    ring = [tuple(d) for d in ring]
+    mine = ring_cost(mesh, ring)
+    other, cost = order_ring(mesh, ring, floor)
+    return (other, cost) if cost < mine else (ring, mine)
+
+
+# --- shared result helpers -------------------------------------------------------------------------
+def _plan(groups: list[list[Die]]) -> dict:
+    return {"groups": [[list(d) for d in ring] for ring in groups]}
+
+
+def _total(mesh: Mesh, groups: list[list[Die]]) -> int:
+    return sum(ring_cost(mesh, ring) for ring in groups)
+
+
+def _result(instance, groups: list[list[Die]], options: SolveOptions, message: str = "",
+            stats: dict | None = None, solver: str = "heuristic") -> MethodResult:
+    plan = _plan(groups)
+    options.incumbent(plan, instance.lower_bound)
+    cost = _total(instance.mesh, groups)
+    status = "optimal" if cost <= instance.lower_bound else "feasible"
+    return MethodResult(plan, status, float(instance.lower_bound), solver, message, stats or {})
+
+
+def _deadline(options: SolveOptions, default: float = DEFAULT_BUDGET_S) -> float:
+    limit = options.time_limit if options.time_limit is not None else default
+    return time.monotonic() + max(0.05, limit)
+
+
+# --- snake: TEMP's sequential mapping (SMap) ----------------------------------------------------------
+def snake_groups(mesh: Mesh, N: int, G: int) -> list[list[Die]]:
+    order = [d for d in mesh.boustrophedon() if mesh.is_healthy(d)]
+    return [order[g * N:(g + 1) * N] for g in range(G)]
+
+
+def snake(instance, options: SolveOptions) -> MethodResult:
+    """Cut the serpentine order of healthy dies into consecutive chunks of N, kept in that order."""
+    groups = snake_groups(instance.mesh, instance.group_size, instance.groups)
+    return _result(instance, groups, options, "serpentine chunks (sequential mapping baseline)")
+
+
+# --- tiles: pack Hamiltonian blocks, then repair ----------------------------------------------------
+def _may_have_ring(cells: list[Die], floor: int) -> bool:
+    """Necessary conditions for a 1-hop ring: two neighbours per die, as many black as white dies."""
+    if floor > 1:
+        return True
+    cellset = set(cells)
+    if any(sum((r + dr, c + dc) in cellset for dr, dc in ((0, 1), (1, 0), (0, -1), (-1, 0))) < 2
+           for r, c in cells):
+        return False
+    return 2 * sum((r + c) % 2 for r, c in cells) == len(cells)
+
+
+@lru_cache(maxsize=None)
+def block_shapes(N: int, floor: int) -> list[list[Die]]:
+    """Blocks of N dies whose best cyclic order reaches the ring lower bound `floor`.
+
+    Candidates: h x w rectangles of N dies, and h x w rectangles of N + k dies with k cells cut
+    from one corner along one side (k smaller than that side), e.g. 3 x 3 minus a corner for
+    N = 8. Each block is its ring in relative coordinates; rectangles and squarer blocks first.
+    """
+    blocks: dict[frozenset, tuple] = {}
+    for h in range(1, N + 1):
+        for w in range(1, N + 1):
+            k = h * w - N
+            if k < 0 or (k > 0 and k >= max(h, w)):
+                continue
+            full = [(r, c) for r in range(h) for c in range(w)]
+            cuts = [set()] if k == 0 else []
+            for corner_r, step_r in ((0, 1), (h - 1, -1)):
+                for corner_c, step_c in ((0, 1), (w - 1, -1)):
+                    if k < w:
+                        cuts.append({(corner_r, corner_c + step_c * j) for j in range(k)})
+                    if k < h:
+                        cuts.append({(corner_r + step_r * j, corner_c) for j in range(k)})
+            for cut in cuts:
+                cells = [d for d in full if d not in cut]
+                key = frozenset(cells)
+                if key in blocks or not _may_have_ring(cells, floor):
+                    continue
+                ring, cost = order_ring(Mesh(h, w), cells, floor, budget=5000)
+                if cost == floor:
+                    blocks[key] = (k, abs(h - w), ring)
+    return [ring for _, _, ring in sorted(blocks.values(), key=lambda b: (b[0], b[1]))]
+
+
+def _pack(mesh: Mesh, N: int, G: int, floor: int, shapes, deadline: float) -> list[list[Die]]:
+    """DFS over healthy dies in row-major order: anchor a block at the first free die or leave it
+    unused (at most healthy - G*N dies may stay unused). Returns the largest packing found."""
+    cells = mesh.healthy_dies
+    spare = len(cells) - G * N
+    used: set[Die] = set()
+    placed: list[list[Die]] = []
+    best: list[list[list[Die]]] = [[]]
+    nodes = [PACKING_NODES]
+
+    anchors = [min(ring) for ring in shapes]  # first die of each block in row-major order
+
+    def fits(anchor: Die, ring, first: Die) -> list[Die] | None:
+        r0, c0 = anchor[0] - first[0], anchor[1] - first[1]
+        block = [(r0 + r, c0 + c) for r, c in ring]
+        if any(not mesh.is_healthy(d) or d in used for d in block):
+            return None
+        return block if ring_cost(mesh, block) == floor else None
+
+    def extend(pos: int, spare_left: int) -> bool:
+        while pos < len(cells) and cells[pos] in used:
+            pos += 1
+        if len(placed) > len(best[0]):
+            best[0] = list(placed)
+        if len(placed) == G:
+            return True
+        nodes[0] -= 1
+        if pos == len(cells) or nodes[0] < 0 or time.monotonic() > deadline:
+            return False
+        for ring, first in zip(shapes, anchors):
+            block = fits(cells[pos], ring, first)
+            if block is None:
+                continue
+            placed.append(block)
+            used.update(block)
+            if extend(pos + 1, spare_left):
+                return True
+            placed.pop()
+            used.difference_update(block)
+        if spare_left > 0:
+            return extend(pos + 1, spare_left - 1)
+        return False
+
+    extend(0, spare)
+    return best[0]
+
+
+def _symmetries(mesh: Mesh):
+    """The 8 symmetries of the rectangle (4 for non-square kept as all 8 with transposes):
+    yields (transformed mesh, map back from transformed die to original die)."""
+    R, C = mesh.rows, mesh.cols
+    for transpose in (False, True):
+        for flip_r in (False, True):
+            for flip_c in (False, True):
+                def fwd(d, t=transpose, fr=flip_r, fc=flip_c):
+                    r, c = d
+                    r, c = (R - 1 - r if fr else r), (C - 1 - c if fc else c)
+                    return (c, r) if t else (r, c)
+
+                def back(d, t=transpose, fr=flip_r, fc=flip_c):
+                    r, c = (d[1], d[0]) if t else d
+                    return (R - 1 - r if fr else r), (C - 1 - c if fc else c)
+
+                rows, cols = (C, R) if transpose else (R, C)
+                m = Mesh.build(rows, cols, [list(fwd(d)) for d in mesh.faulty_dies],
+                               [[list(fwd(a)) for a in link] for link in mesh.faulty_links])
+                yield m, back
+
+
+def _grow_groups(mesh: Mesh, free: set[Die], count: int, N: int, floor: int) -> list[list[Die]]:
+    """Fill `count` more groups from free dies: seed at the most cornered die, grow compactly."""
+    groups = []
+    for _ in range(count):
+        def free_degree(d):
+            return sum(1 for x in mesh.neighbours(d) if x in free)
+        seed = min(sorted(free), key=free_degree)
+        cluster = [seed]
+        free.discard(seed)
+        while len(cluster) < N:
+            def score(d):
+                near = min(mesh.distance(d, x) for x in cluster)
+                touching = sum(1 for x in mesh.neighbours(d) if x in cluster)
+                return (near, -touching, free_degree(d), d)
+            nxt = min(free, key=score)
+            cluster.append(nxt)
+            free.discard(nxt)
+        groups.append(order_ring(mesh, cluster, floor)[0])
+    return groups
+
+
+def improve(mesh: Mesh, groups: list[list[Die]], floor: int, deadline: float) -> list[list[Die]]:
+    """Local search: swap a die of an expensive ring with a free die or a die of another ring
+    within 2 hops while the total cost drops; rings re-ordered with order_ring."""
+    groups = [list(g) for g in groups]
+    costs = [ring_cost(mesh, g) for g in groups]
+    owner = {d: i for i, g in enumerate(groups) for d in g}
+    improved = True
+    while improved and time.monotonic() < deadline:
+        improved = False
+        for gi in sorted(range(len(groups)), key=lambda i: -costs[i]):
+            if costs[gi] <= floor:
+                break
+            ring = groups[gi]
+            near = {x for d in ring for x in mesh.healthy_dies if mesh.distance(d, x) <= 2} - set(ring)
+            for a in list(ring):
+                for b in sorted(near):
+                    if time.monotonic() > deadline:
+                        return groups
+                    gj = owner.get(b)
+                    new_i, cost_i = order_ring(mesh, [b if d == a else d for d in ring], floor, 2000)
+                    if gj is None:
+                        if cost_i < costs[gi]:
+                            groups[gi], costs[gi] = new_i, cost_i
+                            del owner[a]
+                            owner[b] = gi
+                            improved = True
+                            break
+                        continue
+                    new_j, cost_j = order_ring(mesh, [a if d == b else d for d in groups[gj]], floor, 2000)
+                    if cost_i + cost_j < costs[gi] + costs[gj]:
+                        groups[gi], costs[gi], groups[gj], costs[gj] = new_i, cost_i, new_j, cost_j
+                        owner[a], owner[b] = gj, gi
+                        improved = True
+                        break
+                if improved:
+                    break
+            if improved:
+                break
+    return groups
+
+
+def tile_groups(instance, deadline: float) -> tuple[list[list[Die]], dict]:
+    """Pack Hamiltonian blocks under the 8 mesh symmetries; repair the rest; local search."""
+    mesh, N, G, floor = instance.mesh, instance.group_size, instance.groups, instance.ring_lower_bound
+    shapes = block_shapes(N, floor)
+    best: list[list[Die]] = []
+    tried = 0
+    for sym_mesh, back in _symmetries(mesh):
+        if not shapes or time.monotonic() > deadline:
+            break
+        tried += 1
+        packed = [[back(d) for d in ring] for ring in _pack(sym_mesh, N, G, floor, shapes, deadline)]
+        if len(packed) > len(best):
+            best = packed
+        if len(best) == G:
+            break
+    free = set(mesh.healthy_dies) - {d for ring in best for d in ring}
+    groups = best + _grow_groups(mesh, free, G - len(best), N, floor)
+    stats = {"blocks": len(best), "grown": G - len(best), "orientations_tried": tried}
+    if _total(mesh, groups) > instance.lower_bound:
+        groups = improve(mesh, groups, floor, deadline)
+    return groups, stats
+
+
+def tiles(instance, options: SolveOptions) -> MethodResult:
+    groups, stats = tile_groups(instance, _deadline(options))
+    return _result(instance, groups, options,
+                   f"{stats['blocks']} Hamiltonian blocks + {stats['grown']} grown rings", stats)
+
+
+# --- ga: pymoo permutation GA --------------------------------------------------------------------------
+def _encode(mesh: Mesh, groups: list[list[Die]]) -> np.ndarray:
+    """Permutation of healthy-die positions: the rings in order, then the unused dies."""
+    pos = {d: k for k, d in enumerate(mesh.healthy_dies)}
+    seq = [pos[tuple(d)] for ring in groups for d in ring]
+    rest = [k for k in range(len(pos)) if k not in set(seq)]
+    return np.array(seq + rest, dtype=int)
+
+
+def ga(instance, options: SolveOptions) -> MethodResult:
+    """Permutation GA (order crossover, inversion mutation): the first G*N dies of a permutation,
+    cut into G chunks, are the rings in chunk order. Seeded with the snake and tiles mappings;
+    the best individual's rings are re-ordered and improved by local search."""
+    from pymoo.algorithms.soo.nonconvex.ga import GA
+    from pymoo.core.problem import Problem
+    from pymoo.operators.crossover.ox import OrderCrossover
+    from pymoo.operators.mutation.inversion import InversionMutation
+    from pymoo.operators.sampling.rnd import PermutationRandomSampling
+    from importlib.metadata import version
+
+    mesh, N, G, floor = instance.mesh, instance.group_size, instance.groups, instance.ring_lower_bound
+    started = time.monotonic()
+    deadline = _deadline(options)
+    total_s = deadline - started
+    cells = mesh.healthy_dies
+    idx = np.array([mesh.index(d) for d in cells])
+    dist = mesh.distance_matrix[np.ix_(idx, idx)]
+
+    def fitness(X: np.ndarray) -> np.ndarray:
+        rings = X[:, :G * N].reshape(len(X), G, N)
+        hops = dist[rings, np.roll(rings, -1, axis=2)]
+        return hops.max(axis=2).sum(axis=1).astype(float)
+
+    class Mapping(Problem):
+        def __init__(self):
+            super().__init__(n_var=len(cells), n_obj=1, xl=0, xu=len(cells) - 1, vtype=int)
+
+        def _evaluate(self, X, out, *args, **kwargs):
+            out["F"] = fitness(np.asarray(X, dtype=int))
+
+    tiled, _ = tile_groups(instance, started + 0.3 * total_s)
+    seeds = np.array([_encode(mesh, tiled), _encode(mesh, snake_groups(mesh, N, G))])
+    rng = np.random.default_rng(options.seed)
+    pop = 60
+    randoms = np.array([rng.permutation(len(cells)) for _ in range(pop - len(seeds))])
+    algorithm = GA(pop_size=pop, sampling=np.vstack([seeds, randoms]), crossover=OrderCrossover(),
+                   mutation=InversionMutation(), eliminate_duplicates=True)
+    best = tiled
+    if fitness(seeds[:1])[0] > instance.lower_bound:
+        remaining = max(0.05, 0.6 * (deadline - time.monotonic()))
+        # stop at the generation cap (deterministic for a seed) or the time budget, whichever first
+        algorithm.setup(Mapping(), termination=("n_gen", GENERATIONS), seed=options.seed, verbose=False)
+        stop = time.monotonic() + remaining
+        while algorithm.has_next() and time.monotonic() < stop:
+            algorithm.next()
+        x = np.asarray(algorithm.result().X, dtype=int)
+        rings = [[cells[k] for k in x[g * N:(g + 1) * N]] for g in range(G)]
+        rings = [best_order(mesh, ring, floor)[0] for ring in rings]
+        rings = improve(mesh, rings, floor, deadline)
+        if _total(mesh, rings) < _total(mesh, best):
+            best = rings
+    return _result(instance, best, options, "pymoo GA seeded with tiles and snake",
+                   solver=f"pymoo {version('pymoo')}")

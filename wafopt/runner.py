@@ -1,0 +1,76 @@
+"""Running one method on one instance: solve, evaluate the plan, state the status honestly."""
+
+from __future__ import annotations
+
+import time
+
+from wafopt.errors import InstanceError
+from wafopt.evaluate import evaluate
+from wafopt.instance import Loaded, resolve
+from wafopt.solution import Solution
+from wafopt.solve import MethodResult, SolveOptions, relative_gap
+
+OPTIMALITY_TOLERANCE = 1e-6  # relative gap under which a proven bound certifies optimality
+
+
+def method_function(loaded: Loaded, method: str):
+    methods = loaded.methods
+    if method not in methods:
+        raise InstanceError(f"unknown method {method!r} for problem {loaded.problem} "
+                            f"(available: {', '.join(methods)})", "--method")
+    return resolve(methods[method])
+
+
+def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
+    """Run `method`; on Ctrl-C keep the best plan reported so far (status feasible, bound kept)."""
+    fn = method_function(loaded, method)
+    started = time.perf_counter()
+    interrupted = False
+    try:
+        result: MethodResult = fn(loaded.instance, options)
+    except KeyboardInterrupt:
+        interrupted = True
+        result = MethodResult(options._incumbent, "feasible" if options._incumbent else "unknown",
+                              options._incumbent_bound, "interrupted", "interrupted by the user (Ctrl-C); "
+                              "best plan found so far")
+    elapsed = time.perf_counter() - started
+    solution = finish(loaded, method, result, elapsed, options)
+    if interrupted:
+        solution.stats["interrupted"] = True
+    return solution
+
+
+def finish(loaded: Loaded, method: str, result: MethodResult, elapsed: float,
+           options: SolveOptions) -> Solution:
+    """Evaluate the plan with the shared evaluator and derive status, objective and gap."""
+    status, message = result.status, result.message
+    if result.plan is not None:
+        ev = evaluate(loaded.problem, loaded.instance, result.plan)
+    else:
+        from wafopt.evaluate import Evaluation
+        ev = Evaluation(None, False, ["no plan"] if status != "infeasible" else [result.message])
+    objective = ev.objective if ev.feasible else None
+    bound = result.bound
+    if status == "infeasible":
+        objective, bound = None, None
+    elif result.plan is None:
+        status = "unknown"
+    elif not ev.feasible:
+        status = "unknown"
+        message = (message + "; " if message else "") + "the evaluator rejected the plan: " + \
+            "; ".join(ev.violations[:3])
+    else:
+        gap = relative_gap(objective, bound)
+        if status == "optimal" and (gap is None or gap > OPTIMALITY_TOLERANCE):
+            status = "feasible"
+            message = (message + "; " if message else "") + \
+                "claimed optimal but the evaluated objective exceeds the proven bound"
+        elif status == "unknown":
+            status = "feasible"
+    gap = relative_gap(objective, bound) if status in ("optimal", "feasible") else None
+    return Solution(
+        problem=loaded.problem, instance=loaded.path, instance_sha256=loaded.sha256, method=method,
+        solver=result.solver, status=status, objective=objective, bound=bound, gap=gap,
+        time_s=round(elapsed, 4), seed=options.seed, plan=result.plan, evaluation=ev.to_dict(),
+        message=message, time_limit=options.time_limit, derived_from=loaded.derived_from,
+        known_optimum=loaded.known_optimum.value if loaded.known_optimum else None, stats=result.stats)

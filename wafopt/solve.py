@@ -1,0 +1,76 @@
+"""What a method receives (SolveOptions) and returns (MethodResult).
+
+Every method is a function `solve(instance, options) -> MethodResult`. It returns a plan and
+what it can prove (status, bound); the runner (wafopt.runner) recomputes the objective with
+the shared evaluator and never reports solver variables.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+STATUSES = ("optimal", "feasible", "infeasible", "unknown")
+
+
+@dataclass
+class MethodResult:
+    plan: dict | None
+    status: str                  # optimal only when proven with zero gap; see STATUSES
+    bound: float | None = None   # proven lower bound on the objective (evaluator units)
+    solver: str = "heuristic"    # e.g. "highs 1.14.0", "cp-sat 9.15.6755", "pymoo 0.6.2"
+    message: str = ""
+    stats: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+
+@dataclass
+class SolveOptions:
+    time_limit: float | None = None   # seconds; every method honours it
+    seed: int = 0                     # every randomized method is seeded from it
+    quiet: bool = False               # no progress output on stderr
+    verbose: bool = False             # solver logs on stderr
+    warm_start: dict | None = None    # a plan to start exact methods from
+    _incumbent: Any = None            # best plan reported so far (kept for Ctrl-C)
+    _incumbent_bound: float | None = None
+    _last_log: float = 0.0
+    on_incumbent: Callable[[dict], None] | None = None
+
+    def incumbent(self, plan: dict, bound: float | None = None) -> None:
+        """Methods call this with every improved plan, so an interrupt loses nothing."""
+        self._incumbent = plan
+        if bound is not None:
+            self._incumbent_bound = bound
+        if self.on_incumbent is not None:
+            self.on_incumbent(plan)
+
+    def progress(self, text: str, force: bool = False) -> None:
+        """A throttled progress line on stderr (at most one per second) unless quiet."""
+        now = time.monotonic()
+        if self.quiet or (not force and now - self._last_log < 1.0):
+            return
+        self._last_log = now
+        print(f"  .. {text}", file=sys.stderr, flush=True)
+
+    def remaining(self, started: float) -> float | None:
+        """Seconds left of the time limit since `started` (time.monotonic()), or None."""
+        if self.time_limit is None:
+            return None
+        return max(0.0, self.time_limit - (time.monotonic() - started))
+
+
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    """(objective - bound) / |objective|; 0 when both are 0; None without a bound."""
+    if objective is None or bound is None:
+        return None
+    diff = objective - bound
+    if abs(diff) <= 1e-9 * max(1.0, abs(objective)):
+        return 0.0
+    if objective == 0:
+        return None
+    return diff / abs(objective)
