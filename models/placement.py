@@ -116,7 +116,7 @@ def start_perm(inst: PlacementInstance, lay: Layout, fit: Fitness, options: Solv
                 return np.array(used + free)
         except (KeyError, TypeError):
             pass
-    return descend(fit, np.array(lay.order(True)), time.monotonic() + 2.0, cycles=False, full=False)[0]
+    return descend(fit, np.array(lay.order(True)), time.monotonic() + 2.0, cycles=False)[0]
 
 
 def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, solver_name: str) -> MethodResult:

@@ -161,20 +161,31 @@ def decode_cpsat(data: Data, v: dict, value) -> list[list[Die]]:
     return groups
 
 
-def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None) -> tuple[int, str]:
+def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None):
     """G * floor + (G - P): at most P disjoint rings can cost the floor (P from the packing model,
-    or its proven upper bound when it stops early), every other ring costs at least floor + 1."""
+    or its proven upper bound when it stops early), every other ring costs at least floor + 1.
+
+    Also returns a mapping built from the packing: its rings plus rings grown from the rest."""
+    from wafopt.heuristics.tatp import _grow_groups, improve
+
     data = build_data(instance, instance.lower_bound)  # arcs with hops <= floor only
-    model, _ = build_cpsat(data, packing=True)
+    model, v = build_cpsat(data, packing=True)
     outcome, solver = run_cpsat(model, options, None, time_limit)
+    mapping = None
+    if outcome.has_solution:
+        packed = [ring for g, ring in enumerate(decode_cpsat(data, v, solver.Value))
+                  if solver.Value(v["active"][g])]
+        free = set(data.dies) - {d for ring in packed for d in ring}
+        grown = _grow_groups(instance.mesh, free, data.G - len(packed), data.N, data.floor)
+        mapping = improve(instance.mesh, packed + grown, data.floor, time.monotonic() + 2.0)
     if outcome.status == "optimal":
         most = round(solver.ObjectiveValue())
     elif outcome.bound is not None:
         most = math.floor(outcome.bound + 1e-6)
     else:
-        return instance.lower_bound, "packing bound not available"
+        return instance.lower_bound, "packing bound not available", mapping
     most = min(most, data.G)
-    return instance.lower_bound + (data.G - most), f"at most {most} rings can cost {data.floor}"
+    return instance.lower_bound + (data.G - most), f"at most {most} rings can cost {data.floor}", mapping
 
 
 def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
@@ -184,7 +195,10 @@ def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
     bound, why = instance.lower_bound, ""
     if start_cost > bound:
         share = None if options.time_limit is None else 0.3 * options.remaining(started)
-        bound, why = floor_ring_bound(instance, options, share)
+        bound, why, packed = floor_ring_bound(instance, options, share)
+        if packed is not None and sum(ring_cost(instance.mesh, r) for r in packed) < start_cost:
+            start = packed
+            start_cost = sum(ring_cost(instance.mesh, r) for r in packed)
     data = build_data(instance, start_cost)
     model, v = build_cpsat(data)
     model.Add(sum(v["cost"]) >= bound)  # proven above: helps CP-SAT close the gap

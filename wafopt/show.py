@@ -22,6 +22,12 @@ def show(target: str, problem: str | None = None, png: str | None = None) -> dic
                 "solver": sol.solver, "status": sol.status, "objective": sol.objective, "bound": sol.bound,
                 "gap": sol.gap, "time_s": sol.time_s, "instance": sol.instance,
                 "evaluation": {k: v for k, v in sol.evaluation.items() if k != "details"}}
+        details = sol.evaluation.get("details") or {}
+        scalars = {k: v for k, v in details.items() if isinstance(v, (int, float, str, bool))}
+        if scalars:
+            info["evaluation"]["figures"] = scalars
+        if isinstance(details.get("stages"), list):
+            info["stage_times"] = details["stages"]
     else:
         loaded = load(target)
         if problem:
@@ -45,4 +51,41 @@ def show(target: str, problem: str | None = None, png: str | None = None) -> dic
 
 
 def render_text(info: dict) -> str:
-    return yaml.safe_dump(info, sort_keys=False, default_flow_style=None, width=110).rstrip()
+    """YAML-like text; a scenario's workload becomes a per-stage table, its units listed once."""
+    info = dict(info)
+    summary = dict(info.get("summary") or {})
+    workload = summary.pop("workload", None)
+    stage_times = info.pop("stage_times", None)
+    if summary:
+        info["summary"] = summary
+    text = yaml.safe_dump(info, sort_keys=False, default_flow_style=None, width=110).rstrip()
+    if workload:
+        text += "\n" + _workload_table(workload)
+    if stage_times:
+        text += "\n" + _table("stage times per micro-batch (ms):", stage_times, scale=1e3)
+    return text
+
+
+def _table(title: str, rows: list[dict], scale: float = 1.0) -> str:
+    keys = list(rows[0])
+    lines = [title, "  " + "  ".join(f"{k:>11s}" for k in keys)]
+    for row in rows:
+        lines.append("  " + "  ".join(f"{row[k]:11d}" if isinstance(row[k], int) else f"{row[k] * scale:11.3f}"
+                                      for k in keys))
+    return "\n".join(lines)
+
+
+def _workload_table(workload: dict) -> str:
+    lines = ["workload (per die; activations per layer per micro-batch):",
+             f"  p2p {workload['p2p_bytes'] / 1e6:.1f} MB per micro-batch, TP all-reduce "
+             f"{workload['tp_allreduce_bytes'] / 1e6:.1f} MB, model FLOPs per iteration "
+             f"{workload['model_flops_per_iteration']:.4g}",
+             "  stage  layers  inflight  params (B)  state (GB)  activations (GB)  fwd (ms)  bwd (ms)"]
+    for s in workload["stages"]:
+        lines.append(f"  {s['index']:5d}  {s['layers']:6d}  {s['inflight']:8d}  {s['params'] / 1e9:10.3f}  "
+                     f"{s['state_bytes'] / 1e9:10.2f}  {s['activation_bytes'] / 1e9:16.4f}  "
+                     f"{s['fwd_s'] * 1e3:8.2f}  {s['bwd_s'] * 1e3:8.2f}")
+    lines.append("  operator units of stage 0 (bytes, recompute time):")
+    for u in workload["stages"][0]["units"]:
+        lines.append(f"    {u['name']:28s} {u['bytes'] / 1e6:10.2f} MB  {u['recompute_s'] * 1e6:9.1f} us")
+    return "\n".join(lines)

@@ -97,12 +97,15 @@ def sender_helper_split(scenario, placement: dict, x) -> tuple[list, list]:
 
 
 def mem_pair_kernel(scenario, senders, helpers) -> MemPairInstance:
+    """Chunks small enough that rounding (up per sender, down per helper) keeps a fit that the
+    pooled recomputation left with little slack, and at most 1/CHUNKS_PER_SENDER of an overflow."""
     mesh = scenario.mesh()
     biggest = max((o for _, o in senders), default=1.0)
-    chunk = float(max(1, math.ceil(biggest / CHUNKS_PER_SENDER)))
-    # a helper keeps a chunk of headroom so that rounding never pushes it over its capacity
+    slack = sum(sp for _, sp in helpers) - sum(o for _, o in senders)
+    chunk = min(biggest / CHUNKS_PER_SENDER, max(slack, 0.0) / (len(senders) + len(helpers) + 1))
+    chunk = float(max(1, math.floor(chunk)))
     return MemPairInstance(mesh, tuple(Sender(d, float(o)) for d, o in senders),
-                           tuple(Helper(d, float(max(0.0, s - chunk))) for d, s in helpers), chunk)
+                           tuple(Helper(d, float(sp)) for d, sp in helpers), chunk)
 
 
 def mem_pair_instance(scenario) -> MemPairInstance:

@@ -118,25 +118,29 @@ class Fitness:
         return out
 
 
-def descend(fit: Fitness, perm: np.ndarray, deadline: float | None = None, cycles: bool = True,
-            full: bool = True) -> tuple[np.ndarray, float | None]:
-    """Best-improvement descent: swaps/relocations, segment reversals, then 3-cycles, until no move improves.
-
-    full=False: only the fast base-objective swaps (value returned as None).
-    """
+def base_descent(fit: Fitness, perm: np.ndarray, deadline: float | None = None) -> np.ndarray:
+    """Best-improvement swaps/relocations by exact base-objective deltas (fast, O(n^2 m) a step)."""
     perm = np.array(perm)
+    while deadline is None or time.monotonic() < deadline:
+        delta, r, s = fit.best_base_swap(perm)
+        if delta >= -1e-9:
+            break
+        perm[r], perm[s] = perm[s], perm[r]
+    return perm
+
+
+def descend(fit: Fitness, perm: np.ndarray, deadline: float | None = None,
+            cycles: bool = True) -> tuple[np.ndarray, float]:
+    """Best-improvement descent on the full objective: swaps/relocations (exact deltas when there are
+    no Mem_pairs), segment reversals (2-opt of the pipeline path), then 3-cycles; never worse than perm."""
+    start = np.array(perm)
+    perm = base_descent(fit, start, deadline)
+    value = fit.one(perm)
+    if fit.pairs and value > fit.one(start):   # the base pre-pass may add routing conflicts
+        perm, value = start, fit.one(start)
+    kinds = (["swap"] if fit.pairs else []) + ["reverse"] + (["cycle"] if cycles else [])
     while True:
-        # fast exact deltas on the base objective (equals the full objective without Mem_pairs)
-        while True:
-            delta, r, s = fit.best_base_swap(perm)
-            if delta >= -1e-9 or (deadline is not None and time.monotonic() > deadline):
-                break
-            perm[r], perm[s] = perm[s], perm[r]
-        if not full:
-            return perm, None
-        value = fit.one(perm)
         improved = False
-        kinds = (["swap"] if fit.pairs else []) + ["reverse"] + (["cycle"] if cycles else [])
         for kind in kinds:
             if deadline is not None and time.monotonic() > deadline:
                 return perm, value
@@ -148,6 +152,9 @@ def descend(fit: Fitness, perm: np.ndarray, deadline: float | None = None, cycle
                 break
         if not improved:
             return perm, value
+        if not fit.pairs:
+            perm = base_descent(fit, perm, deadline)
+            value = fit.one(perm)
 
 
 # --- baselines ----------------------------------------------------------------------------------
@@ -318,7 +325,7 @@ def _run_ga(fit: Fitness, lay: Layout, deadline: float, seed: int, report, pop_s
             X = X.astype(int)
             for k in range(len(X)):
                 if time.monotonic() < deadline:
-                    X[k] = descend(fit, X[k], deadline, cycles=False, full=False)[0]
+                    X[k] = base_descent(fit, X[k], deadline)
                 X[k, n:] = np.sort(X[k, n:])
             return X
 

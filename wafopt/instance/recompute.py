@@ -13,7 +13,6 @@ in scenario-derived ones).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from wafopt.errors import InstanceError
@@ -155,21 +154,14 @@ def generate(seed: int, stages: int, layers: int, units: int, mode: str = "poole
 
 
 def from_scenario(scenario) -> RecomputeInstance:
-    """The kernel instance of a scenario with fixed (tp, pp): pooled mode, bytes and seconds.
+    """The pooled kernel of a scenario with fixed (tp, pp), per die, in bytes and seconds.
 
-    Units are the workload model's operator units (per die: bytes per layer per micro-batch and
-    recompute seconds); every stage's DRAM is the sum over its tp dies, as are state and units.
-    Times are rounded to whole nanoseconds and bytes to whole bytes, so the exact models scale
-    them to integers exactly.
+    Units are the workload model's operator units; T0_i is the stage's compute plus TP and
+    pipeline communication time on the Megatron serpentine placement (wafopt.heuristics.gcmr).
     """
-    w = scenario.workload()
-    first = w.stages[0]
-    units = tuple(Unit(u.name, float(round(u.bytes * w.tp)), round(float(u.recompute_s), 9))
-                  for u in first.units)
-    cap = float(scenario.wafer.dram_capacity) * w.tp
-    stages = tuple(Stage(st.layers, st.inflight, float(round(st.state_bytes * w.tp)), round(cap),
-                         round(float(st.compute_s()), 9)) for st in w.stages)
-    return RecomputeInstance("pooled", w.microbatches, units, stages)
+    from wafopt.heuristics.gcmr import base_plan, recompute_kernel
+
+    return recompute_kernel(scenario, base_plan(scenario))
 
 
 def summary(inst: RecomputeInstance) -> dict:
@@ -178,7 +170,3 @@ def summary(inst: RecomputeInstance) -> dict:
             "full_recompute_shortfall": inst.shortfall(),
             "no_recompute_memory": [inst.memory(i, [0] * len(inst.units)) for i in range(len(inst.stages))],
             "capacity": [s.capacity for s in inst.stages]}
-
-
-def ceil_div(a: float, b: float) -> int:
-    return math.ceil(a / b - 1e-9)
