@@ -137,7 +137,7 @@ def solve_lp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
     if early:
         return early
     model = build_milp(inst, relax=True, with_k=False)
-    out = solve_pyomo(model, options, lp=True)
+    out = solve_pyomo(model, options)
     if out.status == "infeasible":
         return MethodResult(None, "infeasible", None, out.solver, out.message)
     if not out.has_solution:

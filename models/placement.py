@@ -6,7 +6,8 @@ shape (Layout); it is a proven lower bound of the full Eq. 2 objective. Shared p
   give the GL bound and the per-stage "star" cuts  sum_{j} C[i][j] d_ij >= sum_k L[i][k] x_ik;
 - symmetry breaking: the heaviest stage is restricted to one slot per orbit of the grid
   symmetries that preserve D (reflections, and transpositions of a square slot grid);
-- warm start: the given plan, or a fast local-search descent from the serpentine placement.
+- warm start: the given plan, or a short iterated local search (full objective) from serpentine;
+  with Mem_pairs, a plan whose full objective meets the proven base bound is optimal for Eq. 2.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import time
 
 import numpy as np
 
-from wafopt.heuristics.placement import Fitness, descend
+from wafopt.heuristics.placement import Fitness, descend, iterated_descent
 from wafopt.instance.placement import Layout, PlacementInstance
 from wafopt.solve import MethodResult, SolveOptions
 
 EDGE_LINEARIZATION_MAX_VARS = 60_000  # above this the MILP uses the compact Manhattan model
+WARM_START_S = 2.0                    # budget of the local-search warm start (when none is given)
 CPSAT_SCALE_DIGITS = 9                # volumes are scaled by 10^k (k <= 9) to integers when exact
 
 
@@ -85,18 +87,36 @@ def anchor(C: np.ndarray) -> int:
     return int(np.argmax(C.sum(axis=1)))
 
 
-def orbit_representatives(lay: Layout) -> list[int]:
-    """One slot per orbit of the D-preserving grid symmetries (the smallest index)."""
-    return sorted({min(int(g[k]) for g in lay.symmetries) for k in range(len(lay.slots))})
+def orbit_representatives(symmetries: list[np.ndarray], m: int) -> list[int]:
+    """One slot per orbit of the symmetry group (the smallest index)."""
+    return sorted({min(int(g[k]) for g in symmetries) for k in range(m)})
 
 
-def canonical(lay: Layout, perm: np.ndarray, stage: int) -> np.ndarray:
-    """Apply the symmetry that maps stage's slot to its orbit representative (same base objective)."""
-    target = min(int(g[perm[stage]]) for g in lay.symmetries)
-    for g in lay.symmetries:
+def canonical(symmetries: list[np.ndarray], perm: np.ndarray, stage: int) -> np.ndarray:
+    """Apply the symmetry that maps stage's slot to its orbit representative (same objective)."""
+    target = min(int(g[perm[stage]]) for g in symmetries)
+    for g in symmetries:
         if g[perm[stage]] == target:
             return g[perm]
     return perm
+
+
+def route_symmetries(fit: Fitness, lay: Layout) -> list[np.ndarray]:
+    """The D-preserving symmetries g that also map routes to routes: some link bijection sigma has
+    route(g(k), g(l)) = sigma(route(k, l)) for all slot pairs, so every gamma is unchanged (grid
+    reflections qualify; a transposition turns XY routes into YX routes and does not)."""
+    m = fit.m
+    signature = {}
+    for link in range(fit.R.shape[2]):
+        pairs = frozenset(zip(*np.nonzero(fit.R[:, :, link])))
+        if pairs:
+            signature[pairs] = link
+    out = []
+    for g in lay.symmetries:
+        images = [frozenset((int(g[k]), int(g[l])) for k, l in pairs) for pairs in signature]
+        if all(img in signature for img in images):
+            out.append(g)
+    return out
 
 
 def best_symmetric(fit: Fitness, lay: Layout, perm: np.ndarray) -> np.ndarray:
@@ -116,7 +136,9 @@ def start_perm(inst: PlacementInstance, lay: Layout, fit: Fitness, options: Solv
                 return np.array(used + free)
         except (KeyError, TypeError):
             pass
-    return descend(fit, np.array(lay.order(True)), time.monotonic() + 2.0, cycles=False)[0]
+    budget = WARM_START_S if options.time_limit is None else min(WARM_START_S, 0.1 * options.time_limit)
+    rng = np.random.default_rng(options.seed)
+    return iterated_descent(fit, np.array(lay.order(True)), rng, time.monotonic() + budget, max_stall=50)[0]
 
 
 def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, solver_name: str) -> MethodResult:
@@ -203,7 +225,7 @@ def build_milp(inst: PlacementInstance, lay: Layout, L: np.ndarray):
     M.star = pyo.Constraint(M.I, rule=lambda M, i: sum(E[e][2] * M.d[e] for e in incident[i]) >= sum(
         float(L[i, k]) * M.x[i, k] for k in M.K) if incident[i] else pyo.Constraint.Skip)
     a = anchor(C)
-    reps = set(orbit_representatives(lay))
+    reps = set(orbit_representatives(lay.symmetries, m))
     for k in range(m):
         if k not in reps:
             M.x[a, k].fix(0)                                  # symmetry breaking
@@ -239,7 +261,7 @@ def milp(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     def solve_one(lay, fit, L, start, limit):
         n, m = inst.stages, len(lay.slots)
         M = build_milp(inst, lay, L)
-        start = canonical(lay, start, M._anchor)
+        start = canonical(lay.symmetries, start, M._anchor)
         warm_start_milp(M, lay, start, n)
         out = solve_pyomo(M, options, warm_start=True, time_limit=limit)
         perm = decode_milp(M, n, m) if out.has_solution else None
@@ -264,9 +286,10 @@ def integer_scale(values: np.ndarray) -> tuple[float, bool]:
     return 1e6 / values.max(), False
 
 
-def build_cpsat(inst: PlacementInstance, lay: Layout, scale: float):
+def build_cpsat(inst: PlacementInstance, lay: Layout, scale: float, conflicts: Fitness | None = None):
     """x[i,k] booleans with one slot per stage / one stage per slot; distances by |drow| + |dcol|
-    (Manhattan) or element on the distance table; integer weights floor(scale * C)."""
+    (Manhattan) or element on the distance table; integer weights floor(scale * C). With
+    `conflicts` (and Mem_pairs) the objective is the full Eq. 2 objective, else the base one."""
     from ortools.sat.python import cp_model
 
     C, D = inst.weights, lay.distance
@@ -313,23 +336,69 @@ def build_cpsat(inst: PlacementInstance, lay: Layout, scale: float):
         if inc:
             model.Add(sum(w * d[e] for e, w in inc) >= sum(int(L[i, k]) * x[i][k] for k in range(m)))
     a = anchor(C)
-    reps = set(orbit_representatives(lay))
+    symmetries = route_symmetries(conflicts, lay) if conflicts is not None and inst.pairs else lay.symmetries
+    reps = set(orbit_representatives(symmetries, m))
     for k in range(m):
         if k not in reps:
             model.Add(x[a][k] == 0)                                             # symmetry breaking
-    model.Minimize(sum(w * d[e] for e, (_, _, w) in enumerate(E)))
-    return model, x, slot, a
+    objective = sum(w * d[e] for e, (_, _, w) in enumerate(E))
+    if conflicts is not None and inst.pairs:
+        objective += conflict_penalty(model, conflicts, slot, d, E, dmax, scale)
+    model.Minimize(objective)
+    return model, x, slot, a, symmetries
+
+
+def conflict_penalty(model, fit: Fitness, slot, d, E, dmax: int, scale: float):
+    """Exact Eq. 2 penalty sum_p floor(scale * vol_p) * D_p * gamma_p: the XY route of a slot pair is
+    a table R[k, l, link]; per link, flow use u (element on the table), the union U >= u, pair use a,
+    conflict c >= a + U - 1 (minimization keeps U and c at their least values), gamma_p = sum c."""
+    m = fit.m
+    R = fit.R
+    links = np.nonzero(R.any(axis=(0, 1)))[0]
+    index = {}
+
+    def route_use(i, j, link, name):
+        if (i, j) not in index:
+            index[i, j] = model.NewIntVar(0, m * m - 1, f"route{i}_{j}")
+            model.Add(index[i, j] == m * slot[i] + slot[j])
+        use = model.NewBoolVar(name)
+        model.AddElement(index[i, j], [int(v) for v in R[:, :, link].ravel()], use)
+        return use
+
+    union = {}
+    for link in links:                                                      # U[link]: some flow uses it
+        union[link] = model.NewBoolVar(f"U{link}")
+        for i, j in zip(fit.flow_i, fit.flow_j):
+            model.AddImplication(route_use(int(i), int(j), link, f"u{i}_{j}_{link}"), union[link])
+    edge_of = {(i, j): e for e, (i, j, _) in enumerate(E)}
+    penalty = 0
+    for p, (s, h, vol) in enumerate(fit.pairs):
+        weight = int(np.floor(vol * scale + 1e-9))
+        if weight == 0:
+            continue
+        conflict = []
+        for link in links:
+            c = model.NewBoolVar(f"c{p}_{link}")
+            model.AddBoolOr([route_use(s, h, link, f"a{p}_{link}").Not(), union[link].Not(), c])
+            conflict.append(c)
+        gamma = model.NewIntVar(0, len(links), f"gamma{p}")
+        model.Add(gamma == sum(conflict))
+        product = model.NewIntVar(0, dmax * len(links), f"penalty{p}")
+        model.AddMultiplicationEquality(product, [d[edge_of[min(s, h), max(s, h)]], gamma])
+        penalty += weight * product
+    return penalty
 
 
 def cpsat(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     from wafopt.models.solvers import cpsat_version, solve_cpsat
 
-    scale, exact = integer_scale(np.triu(inst.weights, 1).ravel())
+    volumes = np.concatenate([np.triu(inst.weights, 1).ravel(), [v for _, _, v in inst.pairs]])
+    scale, exact = integer_scale(volumes)
 
     def solve_one(lay, fit, L, start, limit):
         n, m = inst.stages, len(lay.slots)
-        model, x, slot, a = build_cpsat(inst, lay, scale)
-        start = canonical(lay, start, a)
+        model, x, slot, a, symmetries = build_cpsat(inst, lay, scale, conflicts=fit if inst.pairs else None)
+        start = canonical(symmetries, start, a)
         for i in range(n):
             model.AddHint(slot[i], int(start[i]))
             for k in range(m):

@@ -10,7 +10,6 @@ Objective: sum_i T_i + (m - 1) t_max.
 from __future__ import annotations
 
 import math
-import time
 
 from wafopt.instance.recompute import RecomputeInstance
 from wafopt.solve import MethodResult, SolveOptions

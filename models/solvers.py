@@ -28,8 +28,8 @@ def highs_version() -> str:
     return f"highs {version('highspy')}"
 
 
-def solve_pyomo(model, options: SolveOptions, warm_start: bool = False, time_limit: float | None = None,
-                lp: bool = False) -> Outcome:
+def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
+                time_limit: float | None = None) -> Outcome:
     """Solve a pyomo model (minimization) with HiGHS via appsi; load the incumbent if any.
 
     warm_start: variable values already set on the model are passed to HiGHS as a MIP start.

@@ -74,6 +74,8 @@ def ring_arcs(ring: list[int]) -> list[tuple[int, int]]:
 
 def rings_from_arcs(data: Data, members: list[int], succ: dict[int, int]) -> list[Die]:
     """Follow successor arcs from the lowest member to recover the cyclic order."""
+    if not members:
+        return []
     ring = [min(members)]
     while len(ring) < len(members):
         ring.append(succ[ring[-1]])
@@ -173,8 +175,7 @@ def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None):
     outcome, solver = run_cpsat(model, options, None, time_limit)
     mapping = None
     if outcome.has_solution:
-        packed = [ring for g, ring in enumerate(decode_cpsat(data, v, solver.Value))
-                  if solver.Value(v["active"][g])]
+        packed = [ring for ring in decode_cpsat(data, v, solver.Value) if ring]
         free = set(data.dies) - {d for ring in packed for d in ring}
         grown = _grow_groups(instance.mesh, free, data.G - len(packed), data.N, data.floor)
         mapping = improve(instance.mesh, packed + grown, data.floor, time.monotonic() + 2.0)

@@ -171,3 +171,11 @@ def test_generator_is_reproducible_and_parses():
     a = generate(5, 8, 8, 10, 12, faulty_dies=3)
     assert a == generate(5, 8, 8, 10, 12, faulty_dies=3)
     assert parse_instance(to_mapping(a, "g")).instance == a
+
+
+def test_shipped_generated_instances_come_from_the_seeded_generator():
+    for path in sorted((ROOT / "instances" / "mem_pair").glob("mp-g*.yaml")):
+        data = load(path).data
+        call = data["source"]
+        assert call.startswith("wafopt.instance.mem_pair.generate(")
+        assert eval(call.replace("wafopt.instance.mem_pair.", ""), {"generate": generate}) == load(path).instance

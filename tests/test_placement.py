@@ -126,13 +126,28 @@ def test_mem_pairs_full_objective_against_brute_force():
                 pairs=[[0, 4, 3.0], [0, 2, 5.0]])
     base_opt, full_opt = brute_force(lo.instance, False), brute_force(lo.instance, True)
     assert full_opt > base_opt    # routing conflicts matter on this instance
-    for method in ("milp", "cpsat"):
-        sol = solve(lo, method)
-        assert sol.bound == pytest.approx(base_opt, abs=1e-5)   # base optimum: a proven lower bound
-        assert sol.objective >= full_opt - TOL
+    sol = solve(lo, "milp")
+    assert sol.bound == pytest.approx(base_opt, abs=1e-5)   # base optimum: a proven lower bound
+    assert sol.objective >= full_opt - TOL
+    sol = solve(lo, "cpsat")                                 # models the conflicts: exact for Eq. 2
+    assert sol.status == "optimal" and sol.objective == pytest.approx(full_opt, abs=TOL)
     for method in ("local", "ga"):
         sol = solve(lo, method, time_limit=3)
         assert sol.objective == pytest.approx(full_opt, abs=TOL)
+
+
+@pytest.mark.parametrize("case", [
+    dict(mesh={"rows": 3, "cols": 3}, tile=[1, 1], flows=chain(4, [1.0, 2.0, 1.0]), pairs=[[0, 3, 4.0], [1, 2, 1.0]]),
+    dict(mesh={"rows": 4, "cols": 4, "faulty_dies": [[3, 0]]}, tile=[[2, 2], [1, 2]], flows=chain(3), pairs=[[0, 2, 3.0]]),
+    dict(mesh={"rows": 2, "cols": 4, "faulty_links": [[[0, 1], [0, 2]]]}, tile=[1, 1], flows=chain(4),
+         pairs=[[0, 3, 2.0]]),
+])
+def test_cpsat_is_exact_for_the_full_objective(case):
+    lo = loaded(**case)
+    full_opt = brute_force(lo.instance, True)
+    sol = solve(lo, "cpsat")
+    assert sol.status == "optimal" and sol.objective == pytest.approx(full_opt, abs=TOL)
+    assert solve(lo, "local", time_limit=2).objective >= full_opt - TOL
 
 
 def test_serpentine_follows_the_boustrophedon():

@@ -11,7 +11,7 @@ import pytest
 from wafopt.errors import InstanceError
 from wafopt.evaluate import evaluate
 from wafopt.instance import Loaded, load, parse_instance
-from wafopt.instance.recompute import RecomputeInstance, Stage, Unit, generate, to_mapping
+from wafopt.instance.recompute import RecomputeInstance, Stage, Unit, from_scenario, generate, to_mapping
 from wafopt.runner import run
 from wafopt.solve import SolveOptions
 
@@ -167,3 +167,29 @@ def test_generator_is_reproducible_and_parses():
     a, b = generate(7, 4, 16, 3), generate(7, 4, 16, 3)
     assert a == b
     assert parse_instance(to_mapping(a, "g")).instance == a
+
+
+def test_shipped_generated_instances_come_from_the_seeded_generator():
+    for path in sorted((ROOT / "instances" / "recompute").glob("rc-g*.yaml")):
+        data = load(path).data
+        call = data["source"]
+        assert call.startswith("wafopt.instance.recompute.generate(")
+        assert eval(call.replace("wafopt.instance.recompute.", ""), {"generate": generate}) == load(path).instance
+
+
+def test_gcmr_chain_on_a_scenario_is_feasible_and_beats_the_megatron_baseline():
+    scenario = load(ROOT / "instances" / "plan" / "llama3-70b-config3.yaml")
+    opts = SolveOptions(time_limit=20, quiet=True)
+    gcmr = run(scenario, "gcmr", opts)
+    megatron = run(scenario, "megatron", opts)
+    assert gcmr.status == "feasible", gcmr.message
+    assert gcmr.objective < megatron.objective
+    assert gcmr.plan["offload"], "pooled recomputation should leave Senders to offload"
+    # the per-die memory after offloading fits (the plan evaluator checks it)
+    assert gcmr.evaluation["details"]["max_memory_fraction"] <= 1 + 1e-9
+    # the kernel holds only recomputable units (the layer-input checkpoint is fixed memory)
+    units = scenario.instance.workload().stages[0].units
+    x = [[v for v, u in zip(row, units) if u.recomputable] for row in gcmr.plan["recompute"]]
+    assert all(v == 0 for row in gcmr.plan["recompute"] for v, u in zip(row, units) if not u.recomputable)
+    kernel = evaluate("recompute", from_scenario(scenario.instance), {"x": x})
+    assert kernel.feasible

@@ -32,19 +32,15 @@ def base_plan(scenario, options: SolveOptions | None = None) -> dict:
     if options is not None and options.warm_start and options.warm_start.get("pipelines"):
         ws = options.warm_start
         return {k: ws[k] for k in ("tp", "pp", "dp", "tile", "pipelines") if k in ws}
-    from wafopt.heuristics.megatron import place_serpentine, tile_shapes
+    from wafopt.heuristics.megatron import serpentine_plans
 
     par = scenario.parallel
     if par is None:
         raise InstanceError("gcmr needs a fixed layout: add parallel: {tp, pp, dp}", "parallel")
-    mesh = scenario.mesh()
     best = None
-    for h, w in tile_shapes(par.tp, mesh):
-        pipelines = place_serpentine(mesh, par, h, w)
-        if pipelines is None:
+    for _, plan in serpentine_plans(scenario):
+        if plan is None:
             continue
-        plan = {"tp": par.tp, "pp": par.pp, "dp": par.dp, "tile": [h, w],
-                "pipelines": [[[list(d) for d in stage] for stage in pipe] for pipe in pipelines]}
         ev = evaluate("plan", scenario, plan)  # time without recomputation (memory may not fit)
         if ev.objective is not None and (best is None or ev.objective < best[0]):
             best = (ev.objective, plan)
@@ -56,16 +52,29 @@ def base_plan(scenario, options: SolveOptions | None = None) -> dict:
 def recompute_kernel(scenario, placement: dict) -> RecomputeInstance:
     """The pooled recompute kernel of the placement, per die (every die of a stage is alike).
 
+    Only recomputable units become kernel units; the layer-input checkpoint that full
+    recomputation keeps is fixed memory, added to the stage's state.
     Bytes rounded to whole bytes and seconds to whole nanoseconds, so the exact models scale exactly.
     """
     work = scenario.workload()
     rows = evaluate("plan", scenario, placement).details["stages"]
-    units = tuple(Unit(u.name, float(round(u.bytes)), round(u.recompute_s, 9)) for u in work.stages[0].units)
+    units = tuple(Unit(u.name, float(round(u.bytes)), round(u.recompute_s, 9))
+                  for u in work.stages[0].units if u.recomputable)
     cap = float(round(scenario.wafer.dram_capacity))
-    stages = tuple(Stage(s.layers, s.inflight, float(round(s.state_bytes)), cap,
+    stages = tuple(Stage(s.layers, s.inflight, float(round(s.full_recompute_bytes())), cap,
                          round(r["compute_s"] + r["tp_comm_s"] + r["p2p_s"], 9))
                    for s, r in zip(work.stages, rows))
     return RecomputeInstance("pooled", work.microbatches, units, stages)
+
+
+def full_x(scenario, kernel_x: list[list[int]]) -> list[list[int]]:
+    """Kernel x (recomputable units only) -> plan x over all workload units (0 for checkpoints)."""
+    units = scenario.workload().stages[0].units
+    out = []
+    for row in kernel_x:
+        it = iter(row)
+        out.append([next(it) if u.recomputable else 0 for u in units])
+    return out
 
 
 def solve_recompute(kernel: RecomputeInstance, options: SolveOptions, limit: float) -> tuple[dict, str]:
@@ -112,7 +121,7 @@ def mem_pair_instance(scenario) -> MemPairInstance:
     """The Mem_pair kernel of the scenario (used by `solve SCENARIO --problem mem_pair`)."""
     placement = base_plan(scenario)
     x, _ = solve_recompute(recompute_kernel(scenario, placement), SolveOptions(quiet=True), 10.0)
-    senders, helpers = sender_helper_split(scenario, placement, x["x"])
+    senders, helpers = sender_helper_split(scenario, placement, full_x(scenario, x["x"]))
     return mem_pair_kernel(scenario, senders, helpers)
 
 
@@ -151,12 +160,13 @@ def solve_gcmr(scenario, options: SolveOptions) -> MethodResult:
         placement = base_plan(scenario, options)
         kernel = recompute_kernel(scenario, placement)
         x, how_x = solve_recompute(kernel, options, 0.6 * limit)
-        senders, helpers = sender_helper_split(scenario, placement, x["x"])
+        recompute = full_x(scenario, x["x"])
+        senders, helpers = sender_helper_split(scenario, placement, recompute)
         pairing = mem_pair_kernel(scenario, senders, helpers)
         offload, how_o = solve_offload(pairing, options, max(1.0, limit - (time.monotonic() - started)))
     except InstanceError as exc:
         return MethodResult(None, "unknown", None, "gcmr", f"gcmr failed: {exc}")
-    plan = dict(placement, recompute=x["x"], offload=offload)
+    plan = dict(placement, recompute=recompute, offload=offload)
     options.incumbent(plan)
     moved = sum(o["bytes"] for o in offload)
     return MethodResult(plan, "feasible", None, "gcmr",

@@ -62,22 +62,28 @@ def place_serpentine(mesh: Mesh, par: Parallel, h: int, w: int) -> list[list[lis
     return [[tile_dies(next(it), h, w) for _ in range(par.pp)] for _ in range(par.dp)]
 
 
-def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
+def serpentine_plans(scenario: Scenario):
+    """(tile shape, plan or None) for every tile shape of tp: serpentine placement, nothing else."""
     par = scenario.parallel
-    if par is None:
-        return MethodResult(None, "unknown", message="megatron needs a fixed layout: add parallel: {tp, pp, dp}")
     mesh = scenario.mesh()
+    for h, w in tile_shapes(par.tp, mesh):
+        pipelines = place_serpentine(mesh, par, h, w)
+        yield (h, w), None if pipelines is None else {
+            "tp": par.tp, "pp": par.pp, "dp": par.dp, "tile": [h, w],
+            "pipelines": [[[list(d) for d in stage] for stage in pipe] for pipe in pipelines]}
+
+
+def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
+    if scenario.parallel is None:
+        return MethodResult(None, "unknown", message="megatron needs a fixed layout: add parallel: {tp, pp, dp}")
     work = scenario.workload()
     fits_plain = all(s.memory_bytes(None) <= scenario.wafer.dram_capacity for s in work.stages)
     recompute = None if fits_plain else [s.full_recompute() for s in work.stages]
     best, best_time, tried = None, None, []
-    for h, w in tile_shapes(par.tp, mesh):
-        pipelines = place_serpentine(mesh, par, h, w)
-        if pipelines is None:
+    for (h, w), plan in serpentine_plans(scenario):
+        if plan is None:
             tried.append(f"{h}x{w}: not enough healthy tiles")
             continue
-        plan = {"tp": par.tp, "pp": par.pp, "dp": par.dp, "tile": [h, w],
-                "pipelines": [[[list(d) for d in stage] for stage in pipe] for pipe in pipelines]}
         if recompute is not None:
             plan["recompute"] = recompute
         ev = evaluate("plan", scenario, plan)

@@ -281,22 +281,24 @@ def tile_shapes(tp: int, mesh: Mesh) -> list[Tile]:
 
 
 def from_scenario(scenario) -> PlacementInstance:
-    """Stages from (tp, pp); tiles from tp; flows: 2 * microbatches * p2p_bytes between stages i, i+1
-    (activations forward, gradients backward, per iteration). Mem_pair flows are not derived."""
+    """Stages: dp pipelines of pp stages (replica r holds stages r*pp .. r*pp+pp-1), each a tile of tp
+    dies in every shape h * w = tp that fits; flows: microbatches * p2p_bytes each way between stages
+    i, i+1 of a pipeline per iteration (activations forward, gradients backward: 2 m p2p in total).
+    Mem_pair flows are not derived (add `pairs:` to a kernel instance)."""
     if scenario.parallel is None:
         raise InstanceError("the scenario has no parallel: {tp, pp, dp}; placement needs tp and pp", "parallel")
     workload = scenario.workload()
     mesh = scenario.wafer.mesh()
-    pp = int(workload.pp)
+    pp, dp = int(workload.pp), int(workload.dp)
     tiles = tile_shapes(int(workload.tp), mesh)
-    flow = np.zeros((pp, pp))
+    flow = np.zeros((pp * dp, pp * dp))
     volume = float(workload.microbatches) * float(workload.p2p_bytes)  # each way, per iteration
-    for i in range(pp - 1):
-        flow[i, i + 1] = volume
-        flow[i + 1, i] = volume
+    for r in range(dp):
+        for i in range(r * pp, r * pp + pp - 1):
+            flow[i, i + 1] = flow[i + 1, i] = volume
     inst = PlacementInstance(mesh, tiles, flow, [])
     if not inst.layouts:
-        raise InstanceError(f"pp = {pp} stages of tp = {workload.tp} dies do not fit on the "
+        raise InstanceError(f"dp * pp = {dp * pp} stages of tp = {workload.tp} dies do not fit on the "
                             f"{mesh.rows} x {mesh.cols} wafer in any tile shape", "parallel")
     return inst
 
