@@ -94,7 +94,7 @@ def build_milp(data: Data):
     m.FA = pyo.Set(initialize=[(f, link_id[a]) for f in F for a in data.arcs[f]], dimen=2)
     # use[f, l]: flow f crosses directed link l
     m.use = pyo.Var(m.FA, domain=pyo.Binary)
-    # peak: the largest link load divided by the bandwidth
+    # peak: the largest link load in units of the largest volume
     m.peak = pyo.Var(domain=pyo.NonNegativeReals)
 
     out_arcs = {(f, die_id[d]): [] for f in F for d in nodes_of(data.arcs[f])}
@@ -114,8 +114,11 @@ def build_milp(data: Data):
     m.path_length = pyo.Constraint(F, rule=lambda m, f: (sum(m.use[f, link_id[a]] for a in data.arcs[f])
                                                          <= data.budget[f]) if data.detour else
                                    pyo.Constraint.Skip)
+    # volumes in units of the largest one keep HiGHS' absolute tolerances meaningful (bytes over
+    # bytes/s would give objectives around 1e-6); the bound is scaled back in solve_milp
+    unit = max(data.volume)
     m.link_load = pyo.Constraint(sorted(users), rule=lambda m, l: sum(
-        data.volume[f] * m.use[f, l] for f in users[l]) <= data.bandwidth * m.peak)
+        data.volume[f] / unit * m.use[f, l] for f in users[l]) <= m.peak)
     m.peak_load = pyo.Objective(expr=m.peak, sense=pyo.minimize)
     m.link_id = link_id
     return m
@@ -128,7 +131,7 @@ def warm_start_milp(m, data: Data, routes: list[list[Die]]) -> None:
     loads: dict[int, float] = {}
     for f, l in used:
         loads[l] = loads.get(l, 0.0) + data.volume[f]
-    m.peak.value = max(loads.values()) / data.bandwidth
+    m.peak.value = max(loads.values()) / max(data.volume)
 
 
 def decode_milp(m, data: Data) -> list[list[Die]]:
@@ -145,7 +148,8 @@ def solve_milp(instance, options: SolveOptions) -> MethodResult:
     warm_start_milp(model, data, start)
     outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining(started))
     routes = decode_milp(model, data) if outcome.has_solution else start
-    return _result(instance, routes, outcome.status, outcome.bound, outcome.solver, outcome.message,
+    bound = None if outcome.bound is None else outcome.bound * max(data.volume) / data.bandwidth
+    return _result(instance, routes, outcome.status, bound, outcome.solver, outcome.message,
                    {"binaries": len(model.FA)})
 
 
