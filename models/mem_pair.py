@@ -111,21 +111,14 @@ def decode_milp(model) -> tuple[dict[tuple[int, int], int], float]:
 
 
 def solve_milp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.solvers import highs_version, solve_pyomo
+    from wafopt.models.solvers import highs_version, milp_method
 
     early = early_infeasible(inst, highs_version())
     if early:
         return early
-    model = build_milp(inst)
-    start = start_plan(inst, options)
-    if start is not None:
-        set_milp_start(model, inst, start)
-        options.incumbent(start)
-    out = solve_pyomo(model, options, warm_start=start is not None)
-    if out.status == "infeasible":
-        return MethodResult(None, "infeasible", None, out.solver, out.message)
-    plan = plan_of(inst, decode_milp(model)[0]) if out.has_solution else start
-    return MethodResult(plan, out.status if plan is not None else "unknown", out.bound, out.solver, out.message)
+    return milp_method(build_milp(inst), options, start_plan(inst, options),
+                       lambda model, plan: set_milp_start(model, inst, plan),
+                       lambda model: plan_of(inst, decode_milp(model)[0]))
 
 
 def solve_lp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:

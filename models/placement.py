@@ -286,7 +286,8 @@ def integer_scale(values: np.ndarray) -> tuple[float, bool]:
     return 1e6 / values.max(), False
 
 
-def build_cpsat(inst: PlacementInstance, lay: Layout, scale: float, conflicts: Fitness | None = None):
+def build_cpsat(inst: PlacementInstance, lay: Layout, scale: float, conflicts: Fitness | None = None,
+                lower: int | None = None):
     """x[i,k] booleans with one slot per stage / one stage per slot; distances by |drow| + |dcol|
     (Manhattan) or element on the distance table; integer weights floor(scale * C). With
     `conflicts` (and Mem_pairs) the objective is the full Eq. 2 objective, else the base one."""
@@ -344,6 +345,8 @@ def build_cpsat(inst: PlacementInstance, lay: Layout, scale: float, conflicts: F
     objective = sum(w * d[e] for e, (_, _, w) in enumerate(E))
     if conflicts is not None and inst.pairs:
         objective += conflict_penalty(model, conflicts, slot, d, E, dmax, scale)
+    if lower is not None:
+        model.Add(objective >= lower)                                           # proven base bound
     model.Minimize(objective)
     return model, x, slot, a, symmetries
 
@@ -395,9 +398,9 @@ def cpsat(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     volumes = np.concatenate([np.triu(inst.weights, 1).ravel(), [v for _, _, v in inst.pairs]])
     scale, exact = integer_scale(volumes)
 
-    def solve_one(lay, fit, L, start, limit):
+    def solve_model(lay, fit, start, limit, conflicts, lower=None):
         n, m = inst.stages, len(lay.slots)
-        model, x, slot, a, symmetries = build_cpsat(inst, lay, scale, conflicts=fit if inst.pairs else None)
+        model, x, slot, a, symmetries = build_cpsat(inst, lay, scale, conflicts, lower)
         start = canonical(symmetries, start, a)
         for i in range(n):
             model.AddHint(slot[i], int(start[i]))
@@ -409,13 +412,26 @@ def cpsat(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
             return np.array(used + [k for k in range(m) if k not in set(used)])
 
         def on_solution(cb):
-            perm = decode(cb)
-            options.incumbent(lay.plan(perm[:n]))
+            options.incumbent(lay.plan(decode(cb)[:n]))
             options.progress(f"cp-sat: {cb.ObjectiveValue() / scale:.6g}")
 
         out, solver = solve_cpsat(model, options, on_solution=on_solution, time_limit=limit)
-        perm = decode(solver) if out.has_solution else None
-        bound = out.bound / scale if out.bound is not None else None   # floored weights: conservative
+        return (decode(solver) if out.has_solution else None), out
+
+    def solve_one(lay, fit, L, start, limit):
+        lower = None
+        if inst.pairs:   # phase 1: the base model (fast) proves a bound the full model starts from
+            started = time.monotonic()
+            perm, out = solve_model(lay, fit, start, None if limit is None else limit / 3, None)
+            if perm is not None and fit.one(perm) < fit.one(start):
+                start = perm
+            if out.bound is not None:
+                lower = int(np.ceil(out.bound - 1e-6))
+            if limit is not None:
+                limit = max(0.5, limit - (time.monotonic() - started))
+        perm, out = solve_model(lay, fit, start, limit, fit if inst.pairs else None, lower)
+        bound = out.bound if out.bound is not None else lower
+        bound = bound / scale if bound is not None else None   # floored weights: conservative
         status = out.status if exact or out.status != "optimal" else "feasible"
         return perm, status, bound
 

@@ -101,22 +101,14 @@ def decode_milp(model, inst: RecomputeInstance) -> dict:
 
 
 def solve_milp(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.solvers import highs_version, solve_pyomo
+    from wafopt.models.solvers import highs_version, milp_method
 
     early = infeasible_result(inst, highs_version())
     if early:
         return early
-    model = build_milp(inst)
-    start = start_plan(inst, options)
-    if start is not None:
-        set_milp_start(model, inst, start)
-        options.incumbent(start)
-    out = solve_pyomo(model, options, warm_start=start is not None)
-    if out.status == "infeasible":
-        return MethodResult(None, "infeasible", None, out.solver, out.message)
-    plan = decode_milp(model, inst) if out.has_solution else start
-    status = out.status if plan is not None else "unknown"
-    return MethodResult(plan, status, out.bound, out.solver, out.message)
+    return milp_method(build_milp(inst), options, start_plan(inst, options),
+                       lambda model, plan: set_milp_start(model, inst, plan),
+                       lambda model: decode_milp(model, inst))
 
 
 # --- CP-SAT --------------------------------------------------------------------------------------

@@ -111,3 +111,21 @@ def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: floa
         raise RuntimeError(f"CP-SAT model invalid: {model.Validate()}")
     return (Outcome("feasible" if has_solution else "unknown", bound, has_solution, cpsat_version(),
                     "CP-SAT stopped at the time limit"), solver)
+
+
+def milp_method(model, options: SolveOptions, start: dict | None, set_start, decode):
+    """The common MILP method: warm start from a plan, solve, decode the incumbent into a plan.
+
+    set_start(model, plan) writes a plan into the variables; decode(model) reads one back. If HiGHS
+    ends without a solution of its own, the start plan is returned (the runner evaluates it).
+    """
+    from wafopt.solve import MethodResult
+
+    if start is not None:
+        set_start(model, start)
+        options.incumbent(start)
+    out = solve_pyomo(model, options, warm_start=start is not None)
+    if out.status == "infeasible":
+        return MethodResult(None, "infeasible", None, out.solver, out.message)
+    plan = decode(model) if out.has_solution else start
+    return MethodResult(plan, out.status if plan is not None else "unknown", out.bound, out.solver, out.message)

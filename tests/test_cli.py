@@ -95,3 +95,12 @@ def test_evaluate_hand_written_plan(tmp_path, capsys):
 def test_python_dash_m_works():
     out = subprocess.run([sys.executable, "-m", "wafopt", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "certify" in out.stdout
+
+
+def test_tatp_report_reproduces_temp_6x9(capsys, at_root):
+    assert main(["tatp-report", "instances/tatp/tatp-temp-6x9-llama2-7b.yaml", "--combos",
+                 "snake+xy,tiles+tcme", "--json"]) == 0
+    rows = {f"{r['mapping']}+{r['routing']}": r for r in json.loads(capsys.readouterr().out)["rows"]}
+    # TEMP: the sequential mapping leaves groups non-contiguous; tiles makes all nine physical rings
+    assert rows["snake+xy"]["physical_rings"] < 9 and rows["tiles+tcme"]["physical_rings"] == 9
+    assert rows["tiles+tcme"]["peak_link_bytes"] < rows["snake+xy"]["peak_link_bytes"]

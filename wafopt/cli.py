@@ -148,11 +148,15 @@ class Compare(Command):
         fmt.add_argument("--json", action="store_true", help="rows as JSON")
         fmt.add_argument("--csv", action="store_true", help="rows as CSV")
         p.add_argument("--markdown", action="store_true", help="tables as Markdown (for docs/)")
+        p.add_argument("--details", default="", metavar="KEYS",
+                       help="extra columns from the evaluator's details, comma-separated "
+                            "(e.g. recompute_share,peak_fraction for plans)")
 
     def run(self, args):
         from wafopt.runner import run
 
         rows = []
+        extra = [k.strip() for k in args.details.split(",") if k.strip()]
         for path in args.instances:
             loaded = _load(path, args.problem)
             methods = args.methods.split(",") if args.methods else list(
@@ -181,7 +185,8 @@ class Compare(Command):
                     "known_optimum": known.value if known else None,
                     "gap_known": (None if known is None or s.objective is None
                                   else (s.objective - known.value) / abs(known.value or 1.0)),
-                    "time_s": s.time_s, "solver": s.solver, "message": s.message})
+                    "time_s": s.time_s, "solver": s.solver, "message": s.message,
+                    **{k: (s.evaluation.get("details") or {}).get(k) for k in extra}})
         if args.json:
             print(json.dumps(rows, indent=1))
         elif args.csv:
@@ -191,12 +196,12 @@ class Compare(Command):
             writer.writerows(rows)
             print(buf.getvalue(), end="")
         else:
-            self.print_tables(rows, markdown=args.markdown)
+            self.print_tables(rows, extra, markdown=args.markdown)
         return EXIT_OK
 
     @staticmethod
-    def print_tables(rows, markdown: bool = False):
-        columns = ["method", "status", "objective", "bound", "gap", "gap_best_bound", "time_s"]
+    def print_tables(rows, extra=(), markdown: bool = False):
+        columns = ["method", "status", "objective", "bound", "gap", "gap_best_bound", "time_s", *extra]
         if any(r["known_optimum"] is not None for r in rows):
             columns.append("gap_known")
         heads = {"gap_best_bound": "gap to best bound", "time_s": "time (s)", "gap_known": "gap to known opt."}
@@ -311,7 +316,40 @@ class ImportQaplib(Command):
         return EXIT_OK
 
 
-COMMANDS = [Validate(), Solve(), Compare(), Certify(), Evaluate(), Show(), ImportQaplib()]
+class TatpReport(Command):
+    name = "tatp-report"
+    help = "TATP mapping + routing on a scenario: physical rings, tail hops, peak link load, layer time"
+
+    def add_arguments(self, p):
+        p.add_argument("scenario", metavar="SCENARIO", help="problem: plan with parallel {tp: N, pp, dp}")
+        p.add_argument("--combos", default="snake+xy,tiles+xy,tiles+tcme",
+                       help="mapping+routing pairs, comma-separated (mapping: snake, tiles, cpsat, milp, ga; "
+                            "routing: xy, tcme, milp, cpsat)")
+        p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds per method")
+        p.add_argument("--detour", type=int, default=0, help="paths up to this many hops longer than shortest")
+        p.add_argument("--json", action="store_true")
+
+    def run(self, args):
+        from wafopt.tatp_scenario import render, report
+
+        loaded = _load(args.scenario)
+        if loaded.problem != "plan":
+            raise InstanceError(f"needs a scenario (problem: plan), got problem: {loaded.problem}", args.scenario)
+        combos = []
+        for item in args.combos.split(","):
+            mapping, _, routing = item.strip().partition("+")
+            if not routing:
+                raise InstanceError(f"expected mapping+routing, got {item!r}", "--combos")
+            combos.append((mapping, routing))
+        rep = report(loaded.instance, combos, args.time_limit, args.detour)
+        if args.json:
+            print(json.dumps(rep, indent=1, default=str))
+        else:
+            print(render(rep))
+        return EXIT_OK
+
+
+COMMANDS = [Validate(), Solve(), Compare(), Certify(), Evaluate(), Show(), ImportQaplib(), TatpReport()]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -134,9 +134,7 @@ def to_mapping(inst: MemPairInstance, name: str | None = None, description: str 
         out["name"] = name
     if description:
         out["description"] = description
-    out["mesh"] = {"rows": inst.mesh.rows, "cols": inst.mesh.cols,
-                   "faulty_dies": sorted([list(d) for d in inst.mesh.faulty_dies]),
-                   "faulty_links": sorted([sorted([list(d) for d in link]) for link in inst.mesh.faulty_links])}
+    out["mesh"] = {k: v for k, v in inst.mesh.to_spec().items() if k not in ("link_bandwidth", "link_latency")}
     out["senders"] = [{"die": list(s.die), "overflow": s.overflow} for s in inst.senders]
     out["helpers"] = [{"die": list(h.die), "spare": h.spare} for h in inst.helpers]
     out["chunk"] = inst.chunk
