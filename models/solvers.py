@@ -70,8 +70,10 @@ def cpsat_version() -> str:
 
 
 def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: float | None = None,
-                workers: int = 2):
+                workers: int = 2, parameters: dict | None = None):
     """Solve a CP-SAT model (minimization). Returns (Outcome, solver).
+
+    parameters: further CP-SAT parameters by name (e.g. {"linearization_level": 2}).
 
     on_solution(solver_like) is called with every improving solution (a CpSolverSolutionCallback
     exposes Value like the solver), so methods can report incumbents for Ctrl-C.
@@ -87,6 +89,8 @@ def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: floa
     p.random_seed = int(options.seed) % 2147483647
     p.relative_gap_limit = 0.0
     p.absolute_gap_limit = 0.0
+    for name, value in (parameters or {}).items():
+        setattr(p, name, value)
     if options.verbose:
         p.log_search_progress = True
         p.log_to_stdout = False

@@ -1,6 +1,7 @@
-"""TATP group mapping, exact: CP-SAT (circuit per group) and MILP (pyomo + HiGHS, flow-based
-subtour elimination). Formulation in docs/tatp.md, in the same order as here:
-data, variables, constraints, objective, solve, decode.
+"""TATP group mapping, exact: a ring-column model (enumerated rings + wildcard relaxation, solved
+by CP-SAT or HiGHS) and, when the enumeration is too large, per-group models: CP-SAT (circuit per
+group) and MILP (pyomo + HiGHS, flow-based subtour elimination). Formulation in docs/tatp.md, in
+the same order as here: data, variables, constraints, objective, solve, decode.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from wafopt.mesh import Die
 from wafopt.models.solvers import solve_cpsat as run_cpsat, solve_pyomo
 from wafopt.solve import MethodResult, SolveOptions
 
-HINT_SHARE = 0.2   # share of the time limit the heuristic start may use
+HINT_SHARE = 0.2          # share of the time limit the heuristic start may use
+MAX_COLUMNS = 150_000     # ring-column model: most enumerated rings before falling back
+MAX_ENUM_NODES = 3_000_000  # DFS nodes of one ring enumeration before falling back
 
 
 # --- data ---------------------------------------------------------------------------------------------
@@ -83,7 +86,7 @@ def rings_from_arcs(data: Data, members: list[int], succ: dict[int, int]) -> lis
 
 
 def _result(instance, groups, outcome_status, bound, solver, message, stats) -> MethodResult:
-    plan = {"groups": [[list(d) for d in ring] for ring in groups]}
+    plan = _plan(groups)
     if bound is not None:
         bound = float(max(instance.lower_bound, math.ceil(bound - 1e-6)))  # costs are integers
     else:
@@ -91,6 +94,208 @@ def _result(instance, groups, outcome_status, bound, solver, message, stats) -> 
     cost = sum(ring_cost(instance.mesh, ring) for ring in groups)
     status = "optimal" if outcome_status == "optimal" or cost <= bound else "feasible"
     return MethodResult(plan, status, bound, solver, message, stats)
+
+
+# --- ring columns: every ring of cost <= K, and wildcards for the others ------------------------------
+@dataclass
+class Columns:
+    K: int                    # every die set whose best cyclic order costs <= K is a column
+    rings: list[list[int]]    # that best cyclic order (model indices)
+    costs: list[int]          # its ring cost
+
+
+def enumerate_rings(data: Data, K: int, max_columns: int | None = None,
+                    max_nodes: int | None = None) -> Columns | None:
+    """All die sets with ring cost <= K, each with its cheapest cyclic order; None when the
+    enumeration passes the column or DFS-node limit (the caller then falls back).
+
+    DFS over cyclic orders that start at their lowest die and end above their second die (one
+    direction per cycle), every hop <= K, pruned by the distance back to the start. Every order
+    with hops <= K is visited, so each set's cost is its exact best (bottleneck) ring cost."""
+    max_columns = MAX_COLUMNS if max_columns is None else max_columns
+    nodes = [MAX_ENUM_NODES if max_nodes is None else max_nodes]
+    n, N, dist = len(data.dies), data.N, data.dist
+    near = [[v for v in range(n) if v != u and dist[u, v] <= K] for u in range(n)]
+    best: dict[frozenset, tuple[int, tuple]] = {}
+    path, on = [], [False] * n
+
+    def extend(hop: int) -> bool:  # False: a limit was hit
+        u, first = path[-1], path[0]
+        if len(path) == N:
+            cost = max(hop, int(dist[u, first]))
+            if cost <= K and cost < best.get(frozenset(path), (K + 1,))[0]:
+                best[frozenset(path)] = (cost, tuple(path))
+            return len(best) <= max_columns
+        nodes[0] -= 1
+        if nodes[0] < 0:
+            return False
+        hops_back = N - len(path)  # from the next die back to the first one
+        for v in near[u]:
+            if v <= first or on[v] or dist[v, first] > K * hops_back:
+                continue
+            if len(path) == N - 1 and N > 2 and v < path[1]:
+                continue
+            path.append(v)
+            on[v] = True
+            ok = extend(max(hop, int(dist[u, v])))
+            path.pop()
+            on[v] = False
+            if not ok:
+                return False
+        return True
+
+    for u in range(n):
+        path.append(u)
+        on[u] = True
+        ok = extend(0)
+        path.pop()
+        on[u] = False
+        if not ok:
+            return None
+    found = sorted(best.values(), key=lambda b: (b[0], b[1]))
+    return Columns(K, [list(order) for _, order in found], [cost for cost, _ in found])
+
+
+def column_covers(data: Data, cols: Columns) -> list[list[int]]:
+    """For each die, the columns that contain it."""
+    covers: list[list[int]] = [[] for _ in data.positions]
+    for s, ring in enumerate(cols.rings):
+        for d in ring:
+            covers[d].append(s)
+    return covers
+
+
+def column_start(cols: Columns, rings: list[list[int]]) -> tuple[set[int], int]:
+    """A plan as (columns picked, wildcards): its rings of cost <= K are columns, the rest wild."""
+    index = {frozenset(r): s for s, r in enumerate(cols.rings)}
+    picked = {index[frozenset(r)] for r in rings if frozenset(r) in index}
+    return picked, len(rings) - len(picked)
+
+
+def build_columns_cpsat(data: Data, cols: Columns):
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    # pick[s]: column s is one of the rings
+    pick = [m.NewBoolVar(f"pick_{s}") for s in range(len(cols.rings))]
+    # wild: rings outside the enumeration; each costs at least K + 1
+    wild = m.NewIntVar(0, data.G, "wild")
+    for members in column_covers(data, cols):  # one_ring_per_die
+        if len(members) > 1:
+            m.AddAtMostOne(pick[s] for s in members)
+    m.Add(sum(pick) + wild == data.G)  # ring_count
+    m.Minimize(sum(c * p for c, p in zip(cols.costs, pick)) + (cols.K + 1) * wild)  # total_cost
+    return m, {"pick": pick, "wild": wild}
+
+
+def solve_columns_cpsat(data: Data, cols: Columns, rings: list[list[int]], options: SolveOptions,
+                        time_limit: float | None):
+    """Solve the column model warm-started from `rings`. Returns (Outcome, picked columns, wild)."""
+    model, v = build_columns_cpsat(data, cols)
+    picked, wild = column_start(cols, rings)
+    for s, var in enumerate(v["pick"]):
+        model.AddHint(var, s in picked)
+    model.AddHint(v["wild"], wild)
+    # One worker at linearization level 2: the LP relaxation of the at-most-one-ring-per-die rows
+    # drives the bound (the default 2-worker portfolio keeps it at G * floor on tatp-8x8-f3-n4).
+    outcome, solver = run_cpsat(model, options, time_limit=time_limit, workers=1,
+                                parameters={"linearization_level": 2})
+    if not outcome.has_solution:
+        return outcome, [], data.G
+    return (outcome, [s for s, var in enumerate(v["pick"]) if solver.Value(var)],
+            int(solver.Value(v["wild"])))
+
+
+def build_columns_milp(data: Data, cols: Columns):
+    import pyomo.environ as pyo
+
+    m = pyo.ConcreteModel("tatp_columns")
+    m.S = pyo.RangeSet(0, len(cols.rings) - 1)
+    # pick[s]: column s is one of the rings
+    m.pick = pyo.Var(m.S, domain=pyo.Binary)
+    # wild: rings outside the enumeration; each costs at least K + 1
+    m.wild = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, data.G))
+    covers = [members for members in column_covers(data, cols) if len(members) > 1]
+    m.one_ring_per_die = pyo.Constraint(range(len(covers)), rule=lambda m, k:
+                                        sum(m.pick[s] for s in covers[k]) <= 1)
+    m.ring_count = pyo.Constraint(expr=sum(m.pick[s] for s in m.S) + m.wild == data.G)
+    m.total_cost = pyo.Objective(expr=sum(cols.costs[s] * m.pick[s] for s in m.S)
+                                 + (cols.K + 1) * m.wild, sense=pyo.minimize)
+    return m
+
+
+def solve_columns_milp(data: Data, cols: Columns, rings: list[list[int]], options: SolveOptions,
+                       time_limit: float | None):
+    model = build_columns_milp(data, cols)
+    picked, wild = column_start(cols, rings)
+    for s in model.S:
+        model.pick[s].value = int(s in picked)
+    model.wild.value = wild
+    outcome = solve_pyomo(model, options, warm_start=True, time_limit=time_limit)
+    if not outcome.has_solution:
+        return outcome, [], data.G
+    return (outcome, [s for s in model.S if model.pick[s].value > 0.5],
+            int(round(model.wild.value)))
+
+
+@dataclass
+class ColumnSearch:
+    groups: list[list[Die]]   # best plan found (the start plan or better)
+    bound: int                # proven lower bound of the problem
+    enumerated: bool          # False: a ring enumeration hit its limit (fall back)
+    last_K: int | None        # largest K whose column model was solved
+    message: str
+    solver: str
+
+
+def column_search(instance, start: list[list[Die]], options: SolveOptions, started: float,
+                  solve_stage) -> ColumnSearch:
+    """Solve the column model for K = floor, floor + 1, ... until its bound meets the best plan.
+
+    Soundness: mapping a plan to (its rings of cost <= K as columns, the others as wildcards)
+    never raises its cost, so every stage's bound is a lower bound of the problem. A stage
+    solution without wildcards is a plan. At K = UB - (G - 1) * floor a wildcard alone pushes the
+    total above UB, so that stage is exact; the loop stops there at the latest."""
+    from wafopt.heuristics.tatp import complete_groups
+
+    mesh, G, floor = instance.mesh, instance.groups, instance.ring_lower_bound
+    best, best_cost = start, _cost(instance, start)
+    bound, K, last_K, message, solver = instance.lower_bound, floor, None, "", ""
+    data = build_data(instance, best_cost)
+    while bound < best_cost and K <= best_cost - (G - 1) * floor:
+        cols = enumerate_rings(data, K)
+        if cols is None:
+            return ColumnSearch(best, bound, False, last_K,
+                                f"more than {MAX_COLUMNS} rings of cost <= {K}", solver)
+        outcome, picked, wild = solve_stage(data, cols, canonical(data, best), options,
+                                            options.remaining(started))
+        solver = outcome.solver
+        if outcome.bound is not None:
+            bound = max(bound, math.ceil(outcome.bound - 1e-6))
+        if outcome.has_solution:
+            rings = [[data.dies[d] for d in cols.rings[s]] for s in picked]
+            if wild:  # a relaxed solution: complete it into a plan from the free dies
+                left = options.remaining(started)
+                deadline = time.monotonic() + (2.0 if left is None else min(2.0, left))
+                rings = complete_groups(mesh, rings, G, instance.group_size, floor, deadline)
+            if _cost(instance, rings) < best_cost:
+                best, best_cost = rings, _cost(instance, rings)
+                options.incumbent(_plan(best), bound)
+        options.progress(f"ring columns K={K}: {len(cols.rings)} rings, bound {bound}, best {best_cost}")
+        message = f"ring-column model up to cost {K} ({len(cols.rings)} rings)"
+        if outcome.status != "optimal":
+            message += f": {outcome.message}"
+            break
+        last_K, K = K, K + 1
+    return ColumnSearch(best, bound, True, last_K, message, solver)
+
+
+def _cost(instance, groups: list[list[Die]]) -> int:
+    return sum(ring_cost(instance.mesh, ring) for ring in groups)
+
+
+def _plan(groups: list[list[Die]]) -> dict:
+    return {"groups": [[list(d) for d in ring] for ring in groups]}
 
 
 # --- CP-SAT -------------------------------------------------------------------------------------------
@@ -168,7 +373,7 @@ def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None):
     or its proven upper bound when it stops early), every other ring costs at least floor + 1.
 
     Also returns a mapping built from the packing: its rings plus rings grown from the rest."""
-    from wafopt.heuristics.tatp import _grow_groups, improve
+    from wafopt.heuristics.tatp import complete_groups
 
     data = build_data(instance, instance.lower_bound)  # arcs with hops <= floor only
     model, v = build_cpsat(data, packing=True)
@@ -176,9 +381,7 @@ def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None):
     mapping = None
     if outcome.has_solution:
         packed = [ring for ring in decode_cpsat(data, v, solver.Value) if ring]
-        free = set(data.dies) - {d for ring in packed for d in ring}
-        grown = _grow_groups(instance.mesh, free, data.G - len(packed), data.N, data.floor)
-        mapping = improve(instance.mesh, packed + grown, data.floor, time.monotonic() + 2.0)
+        mapping = complete_groups(instance.mesh, packed, data.G, data.N, data.floor, time.monotonic() + 2.0)
     if outcome.status == "optimal":
         most = round(solver.ObjectiveValue())
     elif outcome.bound is not None:
@@ -190,32 +393,46 @@ def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None):
 
 
 def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
+    """Ring-column model (CP-SAT) first; the circuit model only when the enumeration is too large."""
+    from wafopt.models.solvers import cpsat_version
+
     started = time.monotonic()
     start = start_plan(instance, options)
-    start_cost = sum(ring_cost(instance.mesh, ring) for ring in start)
-    bound, why = instance.lower_bound, ""
-    if start_cost > bound:
+    options.incumbent(_plan(start), instance.lower_bound)
+    search = column_search(instance, start, options, started, solve_columns_cpsat)
+    stats = {"start_cost": _cost(instance, start), "columns_up_to_cost": search.last_K}
+    if search.enumerated or search.bound >= _cost(instance, search.groups):
+        return _result(instance, search.groups, "feasible", search.bound,
+                       search.solver or cpsat_version(), search.message, stats)
+    return circuit_cpsat(instance, options, started, search, stats)
+
+
+def circuit_cpsat(instance, options: SolveOptions, started: float, search: ColumnSearch,
+                  stats: dict) -> MethodResult:
+    """Fallback: the circuit model from the column search's best plan and bound (plus the
+    packing bound when not even the rings of floor cost could be enumerated)."""
+    start, bound, why = search.groups, search.bound, search.message
+    if search.last_K is None:
         share = None if options.time_limit is None else 0.3 * options.remaining(started)
-        bound, why, packed = floor_ring_bound(instance, options, share)
-        if packed is not None and sum(ring_cost(instance.mesh, r) for r in packed) < start_cost:
+        packing_bound, packing_why, packed = floor_ring_bound(instance, options, share)
+        if packing_bound > bound:
+            bound, why = packing_bound, f"{why}; {packing_why}"
+        if packed is not None and _cost(instance, packed) < _cost(instance, start):
             start = packed
-            start_cost = sum(ring_cost(instance.mesh, r) for r in packed)
+    start_cost = _cost(instance, start)
     data = build_data(instance, start_cost)
     model, v = build_cpsat(data)
     model.Add(sum(v["cost"]) >= bound)  # proven above: helps CP-SAT close the gap
     hint_cpsat(model, data, v, canonical(data, start))
-    options.incumbent({"groups": [[list(d) for d in r] for r in start]}, instance.lower_bound)
+    options.incumbent(_plan(start), bound)
 
     def on_solution(cb):
-        options.incumbent({"groups": [[list(d) for d in r] for r in decode_cpsat(data, v, cb.Value)]})
+        options.incumbent(_plan(decode_cpsat(data, v, cb.Value)))
         options.progress(f"cp-sat incumbent {cb.ObjectiveValue():g}, bound {cb.BestObjectiveBound():g}")
 
     outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started))
     groups = decode_cpsat(data, v, solver.Value) if outcome.has_solution else start
-    stats = {"arcs_per_ring": len(data.arcs), "max_ring_cost": data.max_ring, "start_cost": start_cost,
-             "floor_ring_bound": bound}
-    if outcome.status == "infeasible":  # cannot happen: the start plan is feasible
-        return MethodResult(None, "infeasible", None, outcome.solver, outcome.message, stats)
+    stats.update({"arcs_per_ring": len(data.arcs), "max_ring_cost": data.max_ring, "floor_ring_bound": bound})
     best = max(bound, outcome.bound) if outcome.bound is not None else bound
     message = "; ".join(x for x in (outcome.message, why) if x)
     return _result(instance, groups, outcome.status, best, outcome.solver, message, stats)
@@ -301,16 +518,26 @@ def decode_milp(m, data: Data) -> list[list[Die]]:
 
 
 def solve_milp(instance, options: SolveOptions) -> MethodResult:
+    """Ring-column model (HiGHS) first; the flow MILP only when the enumeration is too large."""
+    from wafopt.models.solvers import highs_version
+
     started = time.monotonic()
     start = start_plan(instance, options)
-    start_cost = sum(ring_cost(instance.mesh, ring) for ring in start)
+    options.incumbent(_plan(start), instance.lower_bound)
+    search = column_search(instance, start, options, started, solve_columns_milp)
+    stats = {"start_cost": _cost(instance, start), "columns_up_to_cost": search.last_K}
+    if search.enumerated or search.bound >= _cost(instance, search.groups):
+        return _result(instance, search.groups, "feasible", search.bound,
+                       search.solver or highs_version(), search.message, stats)
+    start, start_cost = search.groups, _cost(instance, search.groups)
     data = build_data(instance, start_cost)
     model = build_milp(data)
     warm_start_milp(model, data, canonical(data, start))
-    options.incumbent({"groups": [[list(d) for d in r] for r in start]}, instance.lower_bound)
     outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining(started))
     groups = decode_milp(model, data) if outcome.has_solution else start
-    stats = {"arcs_per_ring": len(data.arcs), "max_ring_cost": data.max_ring, "start_cost": start_cost}
-    if sum(ring_cost(instance.mesh, r) for r in groups) > start_cost:
+    stats.update({"arcs_per_ring": len(data.arcs), "max_ring_cost": data.max_ring})
+    if _cost(instance, groups) > start_cost:
         groups = start
-    return _result(instance, groups, outcome.status, outcome.bound, outcome.solver, outcome.message, stats)
+    bound = max(search.bound, outcome.bound) if outcome.bound is not None else search.bound
+    message = "; ".join(x for x in (outcome.message, search.message) if x)
+    return _result(instance, groups, outcome.status, bound, outcome.solver, message, stats)

@@ -7,6 +7,8 @@ heuristic that reaches it is proven optimal.
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from functools import lru_cache
 from typing import Sequence
@@ -20,6 +22,8 @@ from wafopt.solve import MethodResult, SolveOptions
 DEFAULT_BUDGET_S = 10.0      # time budget of tiles / ga when no time limit is given
 RING_SEARCH_NODES = 20_000   # DFS nodes per threshold when ordering one ring
 PACKING_NODES = 200_000      # DFS nodes per mesh orientation when packing blocks
+REGION_RINGS = 3             # rings re-partitioned exactly at once by the region search
+REGION_SETS = 5_000          # most N-die subsets of one region the exact re-partition may cost
 GENERATIONS = 200            # GA generation cap
 
 
@@ -305,6 +309,105 @@ def improve(mesh: Mesh, groups: list[list[Die]], floor: int, deadline: float) ->
     return groups
 
 
+def _set_cost(dist: np.ndarray, members: tuple[int, ...], floor: int, mesh: Mesh, cells) -> int:
+    """Exact best ring cost of a die set: all cyclic orders for N <= 6, else order_ring."""
+    N = len(members)
+    if N > 6:
+        return order_ring(mesh, [cells[k] for k in members], floor)[1]
+    head, best = members[0], None
+    for rest in itertools.permutations(members[1:]):
+        if N > 2 and rest[0] > rest[-1]:
+            continue  # the same cycle in the other direction
+        cyc = (head,) + rest
+        cost = max(dist[cyc[k], cyc[(k + 1) % N]] for k in range(N))
+        best = cost if best is None else min(best, cost)
+    return int(best)
+
+
+def best_partition(mesh: Mesh, cells: list[Die], k: int, N: int, floor: int):
+    """Exact: k disjoint rings of N dies from `cells` (the others stay unused) with the least total
+    ring cost, by DP over subsets anchored at the lowest undecided die. Returns (cost, rings), or
+    None when the region has more than REGION_SETS subsets of N dies."""
+    m = len(cells)
+    if math.comb(m, N) > REGION_SETS:
+        return None
+    idx = [mesh.index(d) for d in cells]
+    dist = mesh.distance_matrix[np.ix_(idx, idx)]
+    cost = {c: _set_cost(dist, c, floor, mesh, cells) for c in itertools.combinations(range(m), N)}
+    spare = m - k * N
+
+    @lru_cache(maxsize=None)
+    def solve(decided: int, left: int) -> tuple[float, tuple]:
+        if left == 0:
+            return 0, ()
+        i = next((j for j in range(m) if not decided >> j & 1), None)
+        if i is None:
+            return math.inf, ()
+        best: tuple[float, tuple] = (math.inf, ())
+        if bin(decided).count("1") - N * (k - left) < spare:  # leave die i unused
+            best = solve(decided | 1 << i, left)
+        free = [j for j in range(i + 1, m) if not decided >> j & 1]
+        for rest in itertools.combinations(free, N - 1):
+            members = (i,) + rest
+            mask = decided | sum(1 << j for j in members)
+            sub, rings = solve(mask, left - 1)
+            if cost[members] + sub < best[0]:
+                best = (cost[members] + sub, (members,) + rings)
+        return best
+
+    total, rings = solve(0, k)
+    if total == math.inf:
+        return None
+    return int(total), [order_ring(mesh, [cells[j] for j in ring], floor)[0] for ring in rings]
+
+
+def region_search(mesh: Mesh, groups: list[list[Die]], N: int, floor: int,
+                  deadline: float) -> list[list[Die]]:
+    """Large-neighbourhood search: for an expensive ring, re-partition it together with up to
+    REGION_RINGS - 1 of its nearest rings and the unused dies next to them exactly
+    (best_partition); keep the first strict improvement, repeat until none or the deadline."""
+    groups = [list(g) for g in groups]
+    healthy = mesh.healthy_dies
+    improved = True
+    while improved and time.monotonic() < deadline:
+        improved = False
+        costs = [ring_cost(mesh, g) for g in groups]
+        used = {d for g in groups for d in g}
+        for gi in sorted(range(len(groups)), key=lambda i: -costs[i]):
+            if costs[gi] <= floor or improved:
+                break
+            gap = {j: min(mesh.distance(a, b) for a in groups[gi] for b in groups[j])
+                   for j in range(len(groups)) if j != gi}
+            nearest = sorted(gap, key=lambda j: (gap[j], -costs[j]))[:4]
+            for size in range(1, REGION_RINGS):
+                for others in itertools.combinations(nearest, size):
+                    if time.monotonic() > deadline:
+                        return groups
+                    members = [gi, *others]
+                    dies = {d for j in members for d in groups[j]}
+                    spare = {d for d in healthy if d not in used and min(mesh.distance(d, x) for x in dies) <= 1}
+                    found = best_partition(mesh, sorted(dies | spare), len(members), N, floor)
+                    if found is not None and found[0] < sum(costs[j] for j in members):
+                        for j, ring in zip(members, found[1]):
+                            groups[j] = ring
+                        improved = True
+                        break
+                if improved:
+                    break
+    return groups
+
+
+def complete_groups(mesh: Mesh, rings: list[list[Die]], G: int, N: int, floor: int,
+                    deadline: float) -> list[list[Die]]:
+    """Grow G - len(rings) more rings from the free dies, then local search and region search."""
+    free = set(mesh.healthy_dies) - {d for ring in rings for d in ring}
+    groups = [list(r) for r in rings] + _grow_groups(mesh, free, G - len(rings), N, floor)
+    if _total(mesh, groups) > G * floor:
+        groups = improve(mesh, groups, floor, deadline)
+        groups = region_search(mesh, groups, N, floor, deadline)
+    return groups
+
+
 def tile_groups(instance, deadline: float) -> tuple[list[list[Die]], dict]:
     """Pack Hamiltonian blocks under the 8 mesh symmetries; repair the rest; local search."""
     mesh, N, G, floor = instance.mesh, instance.group_size, instance.groups, instance.ring_lower_bound
@@ -320,11 +423,8 @@ def tile_groups(instance, deadline: float) -> tuple[list[list[Die]], dict]:
             best = packed
         if len(best) == G:
             break
-    free = set(mesh.healthy_dies) - {d for ring in best for d in ring}
-    groups = best + _grow_groups(mesh, free, G - len(best), N, floor)
+    groups = complete_groups(mesh, best, G, N, floor, deadline)
     stats = {"blocks": len(best), "grown": G - len(best), "orientations_tried": tried}
-    if _total(mesh, groups) > instance.lower_bound:
-        groups = improve(mesh, groups, floor, deadline)
     return groups, stats
 
 
