@@ -66,8 +66,11 @@ def test_cpsat_with_non_decimal_volumes_keeps_a_valid_bound():
     ld = loaded([((0, 0), (2, 2), 1 / 3), ((0, 1), (2, 2), 2 / 7), ((1, 0), (1, 2), 1 / 9)], detour=1)
     optimum = brute_force(ld.instance)
     sol = run(ld, "cpsat", SolveOptions(time_limit=10, quiet=True))
-    assert sol.status == "feasible" and "floored" in sol.message
+    # the floored model never claims optimality itself; the runner may still certify it when the
+    # (valid) floored bound happens to meet the evaluated objective
+    assert "floored" in sol.message
     assert sol.bound <= optimum and sol.objective >= optimum * (1 - 1e-12)
+    assert sol.status == ("optimal" if sol.gap == 0 else "feasible")
 
 
 def test_tcme_lowers_xy_on_a_contended_pattern():

@@ -9,6 +9,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -36,8 +37,8 @@ def _stderr(text: str) -> None:
 def _options(args):
     from wafopt.solve import SolveOptions
 
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise InstanceError(f"must be positive, got {args.time_limit}", "--time-limit")
+    if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
+        raise InstanceError(f"must be a positive number of seconds, got {args.time_limit}", "--time-limit")
     return SolveOptions(time_limit=args.time_limit, seed=args.seed, quiet=args.quiet,
                         verbose=getattr(args, "verbose", False))
 
@@ -109,13 +110,18 @@ class Solve(Command):
         p.add_argument("--json", action="store_true", help="print the solution JSON on stdout")
 
     def run(self, args):
-        from wafopt.runner import run
+        from wafopt.runner import method_function, run
         from wafopt.solution import read_solution
 
         loaded = _load(args.instance, args.problem)
+        method_function(loaded, args.method)  # an unknown method fails before any work
         options = _options(args)
         if args.warm_start:
-            options.warm_start = read_solution(args.warm_start).plan
+            start = read_solution(args.warm_start)
+            if start.problem != loaded.problem:
+                raise InstanceError(f"is a {start.problem} solution, this instance is {loaded.problem}",
+                                    args.warm_start)
+            options.warm_start = start.plan
         out = Path(args.out) if args.out else default_solution_path(args.instance, args.method, loaded)
         if not options.quiet:
             _stderr(f"solving {args.instance} ({loaded.problem}) with {args.method}"
@@ -147,27 +153,34 @@ class Compare(Command):
         fmt = p.add_mutually_exclusive_group()
         fmt.add_argument("--json", action="store_true", help="rows as JSON")
         fmt.add_argument("--csv", action="store_true", help="rows as CSV")
-        p.add_argument("--markdown", action="store_true", help="tables as Markdown (for docs/)")
+        fmt.add_argument("--markdown", action="store_true", help="tables as Markdown (for docs/)")
         p.add_argument("--details", default="", metavar="KEYS",
                        help="extra columns from the evaluator's details, comma-separated "
                             "(e.g. recompute_share,peak_fraction for plans)")
 
     def run(self, args):
-        from wafopt.runner import run
+        from wafopt.runner import method_function, run
+        from wafopt.solve import relative_gap
 
-        rows = []
         extra = [k.strip() for k in args.details.split(",") if k.strip()]
+        if args.methods is not None and not [m for m in args.methods.split(",") if m.strip()]:
+            raise InstanceError("names no method", "--methods")
+        # load every instance and check every method before solving anything
+        jobs = []
         for path in args.instances:
             loaded = _load(path, args.problem)
-            methods = args.methods.split(",") if args.methods else list(
+            methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else list(
                 getattr(loaded.module, "DEFAULT_METHODS", loaded.methods))
+            for method in methods:
+                method_function(loaded, method)
+            jobs.append((path, loaded, methods))
+        rows = []
+        for path, loaded, methods in jobs:
             block = []
             for k, method in enumerate(methods):
-                method = method.strip()
                 if not args.quiet:
                     _stderr(f"[{loaded.name}] {method} ({k + 1}/{len(methods)}) ...")
-                options = _options(args)
-                solution = run(loaded, method, options)
+                solution = run(loaded, method, _options(args))
                 if args.save:
                     solution.write(default_solution_path(path, method, loaded))
                 block.append(solution)
@@ -175,18 +188,22 @@ class Compare(Command):
             best_obj = min((s.objective for s in block if s.objective is not None), default=None)
             if best_bound is not None and best_obj is not None:
                 best_bound = min(best_bound, best_obj)  # a bound above a feasible plan is a bug; never hide it
-            from wafopt.solve import relative_gap
-            for s in block:
-                known = loaded.known_optimum
-                rows.append({
-                    "instance": loaded.name, "method": s.method, "status": s.status,
-                    "objective": s.objective, "bound": s.bound, "gap": s.gap,
-                    "gap_best_bound": relative_gap(s.objective, best_bound),
-                    "known_optimum": known.value if known else None,
-                    "gap_known": (None if known is None or s.objective is None
-                                  else (s.objective - known.value) / abs(known.value or 1.0)),
-                    "time_s": s.time_s, "solver": s.solver, "message": s.message,
-                    **{k: (s.evaluation.get("details") or {}).get(k) for k in extra}})
+            known = loaded.known_optimum
+            block_rows = [{
+                "instance": loaded.name, "method": s.method, "status": s.status,
+                "objective": s.objective, "bound": s.bound, "gap": s.gap,
+                "gap_best_bound": relative_gap(s.objective, best_bound),
+                "known_optimum": known.value if known else None,
+                "gap_known": (None if known is None or s.objective is None
+                              else (s.objective - known.value) / abs(known.value or 1.0)),
+                "time_s": s.time_s, "solver": s.solver, "message": s.message,
+                **{k: (s.evaluation.get("details") or {}).get(k) for k in extra}} for s in block]
+            rows += block_rows
+            if not (args.json or args.csv):  # each table as soon as its instance is done
+                self.print_tables(block_rows, extra, getattr(loaded.module, "OBJECTIVE", ""), args.markdown)
+        missing = [k for k in extra if all(r[k] is None for r in rows)]
+        if missing:
+            _stderr(f"wafopt: note: no evaluation has details {', '.join(missing)}")
         if args.json:
             print(json.dumps(rows, indent=1))
         elif args.csv:
@@ -195,12 +212,10 @@ class Compare(Command):
             writer.writeheader()
             writer.writerows(rows)
             print(buf.getvalue(), end="")
-        else:
-            self.print_tables(rows, extra, markdown=args.markdown)
         return EXIT_OK
 
     @staticmethod
-    def print_tables(rows, extra=(), markdown: bool = False):
+    def print_tables(rows, extra=(), objective: str = "", markdown: bool = False):
         columns = ["method", "status", "objective", "bound", "gap", "gap_best_bound", "time_s", *extra]
         if any(r["known_optimum"] is not None for r in rows):
             columns.append("gap_known")
@@ -208,7 +223,8 @@ class Compare(Command):
         for name in dict.fromkeys(r["instance"] for r in rows):
             block = [r for r in rows if r["instance"] == name]
             known = block[0]["known_optimum"]
-            title = f"{name}" + (f" (known optimum {_fmt(known)})" if known is not None else "")
+            title = f"{name}" + (f" — objective: {objective}" if objective else "") + \
+                (f" (known optimum {_fmt(known)})" if known is not None else "")
             cells = [[_pct(r[c]) if c.startswith("gap") else
                       (f"{r[c]:.2f}" if c == "time_s" else _fmt(r[c])) for c in columns] for r in block]
             headers = [heads.get(c, c) for c in columns]
@@ -225,6 +241,11 @@ class Compare(Command):
                 print("  ".join("-" * w for w in widths))
                 for row in cells:
                     print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+            for r in block:  # what each method says of its result explains most gaps
+                if r["message"]:
+                    note = r["message"] if len(r["message"]) <= 200 else r["message"][:197] + "..."
+                    print(f"{'- ' if markdown else '  '}{r['method']}: {note}")
+            sys.stdout.flush()
 
 
 class Certify(Command):
@@ -335,11 +356,20 @@ class TatpReport(Command):
         loaded = _load(args.scenario)
         if loaded.problem != "plan":
             raise InstanceError(f"needs a scenario (problem: plan), got problem: {loaded.problem}", args.scenario)
+        from wafopt.instance import problem_module
+
+        if args.detour < 0:
+            raise InstanceError(f"must be >= 0, got {args.detour}", "--detour")
         combos = []
         for item in args.combos.split(","):
             mapping, _, routing = item.strip().partition("+")
             if not routing:
                 raise InstanceError(f"expected mapping+routing, got {item!r}", "--combos")
+            for problem, method in (("tatp", mapping), ("routing", routing)):
+                known = problem_module(problem).METHODS
+                if method not in known:
+                    raise InstanceError(f"unknown {problem} method {method!r} (available: {', '.join(known)})",
+                                        "--combos")
             combos.append((mapping, routing))
         rep = report(loaded.instance, combos, args.time_limit, args.detour)
         if args.json:

@@ -84,8 +84,14 @@ def save_figure(draw_fn, path: str, size: tuple[float, float] = (6.0, 5.0)) -> N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from wafopt.errors import InstanceError
+
     fig, ax = plt.subplots(figsize=size)
-    draw_fn(ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    try:
+        draw_fn(ax)
+        fig.tight_layout()
+        fig.savefig(path, dpi=130)
+    except OSError as exc:
+        raise InstanceError(f"cannot write the picture: {exc.strerror or exc}", str(path)) from None
+    finally:
+        plt.close(fig)

@@ -65,8 +65,11 @@ def finish(loaded: Loaded, method: str, result: MethodResult, elapsed: float,
             status = "feasible"
             message = (message + "; " if message else "") + \
                 "claimed optimal but the evaluated objective exceeds the proven bound"
-        elif status == "unknown":
+        elif status in ("unknown", "feasible"):
             status = "feasible"
+            if gap == 0.0:  # a proven bound equal to the evaluated objective is a proof of optimality
+                status = "optimal"
+                message = (message + "; " if message else "") + "optimal: the proven bound equals the objective"
     gap = relative_gap(objective, bound) if status in ("optimal", "feasible") else None
     return Solution(
         problem=loaded.problem, instance=loaded.path, instance_sha256=loaded.sha256, method=method,

@@ -68,7 +68,8 @@ def render_text(info: dict) -> str:
 
 def _table(title: str, rows: list[dict], scale: float = 1.0) -> str:
     keys = list(rows[0])
-    lines = [title, "  " + "  ".join(f"{k:>11s}" for k in keys)]
+    heads = [k[:-2] if k.endswith("_s") else k for k in keys]  # the title gives the unit
+    lines = [title, "  " + "  ".join(f"{k:>11s}" for k in heads)]
     for row in rows:
         lines.append("  " + "  ".join(f"{row[k]:11d}" if isinstance(row[k], int) else f"{row[k] * scale:11.3f}"
                                       for k in keys))

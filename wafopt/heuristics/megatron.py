@@ -82,7 +82,8 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     best, best_time, tried = None, None, []
     for (h, w), plan in serpentine_plans(scenario):
         if plan is None:
-            tried.append(f"{h}x{w}: not enough healthy tiles")
+            tried.append(f"{h}x{w}: fewer than pp*dp = {scenario.parallel.pp * scenario.parallel.dp} "
+                         "aligned healthy tiles")
             continue
         if recompute is not None:
             plan["recompute"] = recompute

@@ -8,7 +8,8 @@ A problem module (`wafopt.instance.<problem>`) defines:
 - `parse(fields: Fields) -> instance`: the typed instance (a dataclass); `fields.finish()` is
   called by the loader afterwards, so unknown keys are rejected;
 - `METHODS: dict[str, str]`: method name -> "module:function", each `solve(instance, options)`
-  returning a `wafopt.solve.MethodResult`;
+  returning a `wafopt.solve.MethodResult`; `DEFAULT_METHODS` (what `compare` runs by default) and
+  `OBJECTIVE` (what the objective measures, with its unit);
 - optionally `from_scenario(scenario) -> instance` (for `--problem` on a scenario), `summary(instance)
   -> dict` (for `show`) and `draw(instance, plan, ax)` (for `show --png`).
 The evaluator of each problem is `wafopt.evaluate.<problem>.evaluate(instance, plan)`.

@@ -29,6 +29,7 @@ METHODS = {
     "greedy": "wafopt.heuristics.mem_pair:solve_greedy",
 }
 DEFAULT_METHODS = ["milp", "cpsat", "lp", "greedy"]
+OBJECTIVE = "offloaded volume x hops (instance volume units x hops)"
 
 ROUNDING = 1e-9  # overflow/chunk and spare/chunk within this of an integer count as that integer
 

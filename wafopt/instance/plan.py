@@ -22,6 +22,7 @@ METHODS = {
     "gcmr": "wafopt.heuristics.gcmr:solve_gcmr",
 }
 DEFAULT_METHODS = ["megatron", "gcmr"]
+OBJECTIVE = "1F1B iteration time (s)"
 
 GB = 1e9
 

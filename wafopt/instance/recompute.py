@@ -29,6 +29,7 @@ METHODS = {
     "none": "wafopt.heuristics.recompute:solve_none",
 }
 DEFAULT_METHODS = ["milp", "cpsat", "dp", "uniform", "full"]
+OBJECTIVE = "1F1B iteration time (instance time units)"
 
 
 @dataclass(frozen=True)

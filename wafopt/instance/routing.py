@@ -20,6 +20,7 @@ METHODS = {
     "cpsat": "wafopt.models.routing:solve_cpsat",
 }
 DEFAULT_METHODS = ["xy", "tcme", "milp", "cpsat"]
+OBJECTIVE = "peak directed-link load / bandwidth (s per iteration, or instance units)"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ METHODS = {
     "ga": "wafopt.heuristics.tatp:ga",
 }
 DEFAULT_METHODS = ["snake", "tiles", "ga", "cpsat", "milp"]
+OBJECTIVE = "sum of ring costs (hops)"
 
 
 @dataclass(frozen=True)
