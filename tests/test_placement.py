@@ -248,3 +248,22 @@ def test_fitness_matches_evaluator_on_random_assignments():
     P = np.array([np.random.default_rng(k).permutation(len(lay.slots)) for k in range(40)])
     for perm, value in zip(P, fit(P)):
         assert value == pytest.approx(evaluate("placement", inst, lay.plan(perm[:8])).objective)
+
+
+# --- scenario coupling ------------------------------------------------------------------------------------------
+
+def test_from_scenario_flows_tiles_and_replicas():
+    from wafopt.instance import derive
+
+    scenario = parse_instance({"problem": "plan", "wafer": "watos-config3", "model": "gpt3-6.7b",
+                               "training": {"seq": 2048, "micro_batch": 1, "global_batch": 64},
+                               "parallel": {"tp": 4, "pp": 4, "dp": 2}}, "scenario.yaml")
+    inst = derive(scenario, "placement").instance
+    workload = scenario.instance.workload()
+    assert inst.stages == 8 and inst.tiles == [(1, 4), (2, 2), (4, 1)]
+    each_way = workload.microbatches * workload.p2p_bytes       # m = 64 / (1 * 2), p2p = s b h * 2 bytes
+    assert workload.microbatches == 32 and workload.p2p_bytes == 2048 * 4096 * 2
+    assert inst.flow[0, 1] == inst.flow[1, 0] == inst.flow[6, 7] == each_way
+    assert inst.flow[3, 4] == 0                                   # replicas 0 and 1 do not talk
+    sol = solve(derive(scenario, "placement"), "cpsat", time_limit=20)
+    assert sol.status == "optimal"
