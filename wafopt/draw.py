@@ -10,12 +10,14 @@ from wafopt.mesh import Die, Link, Mesh
 def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
               labels: Mapping[Die, str] | None = None,
               link_loads: Mapping[Link, float] | None = None,
-              arrows: list[tuple[Die, Die, str]] | None = None, title: str = "") -> None:
+              arrows: list[tuple[Die, Die, str]] | None = None, title: str = "",
+              load_label: str = "link load (bytes per iteration)") -> None:
     """Draw `mesh` on a matplotlib axis.
 
     groups: die -> group index (stage, TATP group, ...), coloured from a qualitative map.
     labels: die -> short text drawn on the die. link_loads: directed link -> load; each direction
-    is drawn slightly offset, width and shade growing with load / peak.
+    is drawn slightly offset, width and shade growing with load / peak; a colour bar labelled
+    `load_label` gives the scale.
     arrows: (src, dst, colour) drawn as straight arrows between die centres (e.g. Mem_pair flows).
     Die (r, c) is drawn at x = c, y = -r, so row 0 is on top as in the papers' figures.
     """
@@ -35,7 +37,14 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
                 ax.plot([c, d[1]], [-r, -d[0]], color="#bbbbbb" if ok else "red",
                         linestyle="-" if ok else "--", linewidth=0.8, zorder=1)
     if link_loads:
+        from matplotlib.cm import ScalarMappable
+        from matplotlib.colors import LinearSegmentedColormap, Normalize
+
         peak = max(link_loads.values()) or 1.0
+        shades = LinearSegmentedColormap.from_list(
+            "load", [plt.get_cmap("inferno_r")(0.25 + 0.75 * k / 10) for k in range(11)])
+        ax.figure.colorbar(ScalarMappable(Normalize(0.0, peak), shades), ax=ax, shrink=0.6, pad=0.02,
+                           label=load_label)
         for (a, b), load in link_loads.items():
             if load <= 0:
                 continue
@@ -43,8 +52,8 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
             dx, dy = b[1] - a[1], -(b[0] - a[0])
             ox, oy = -dy * 0.08, dx * 0.08
             share = load / peak
-            ax.plot([a[1] + ox, b[1] + ox], [-a[0] + oy, -b[0] + oy], color=plt.get_cmap("inferno_r")(
-                0.25 + 0.75 * share), linewidth=0.6 + 5.0 * share, solid_capstyle="butt", zorder=2)
+            ax.plot([a[1] + ox, b[1] + ox], [-a[0] + oy, -b[0] + oy], color=shades(share),
+                    linewidth=0.6 + 5.0 * share, solid_capstyle="butt", zorder=2)
     for r in range(mesh.rows):
         for c in range(mesh.cols):
             die = (r, c)

@@ -200,4 +200,5 @@ def draw(inst: MemPairInstance, plan: dict | None, ax) -> None:
         except (KeyError, TypeError):
             continue
     draw_mesh(ax, inst.mesh, groups=groups, labels=labels, arrows=arrows,
-              title=f"Mem_pair: {len(inst.senders)} senders (S), {len(inst.helpers)} helpers (H)")
+              title=f"Mem_pair: {len(inst.senders)} senders (S<overflow>), "
+                    f"{len(inst.helpers)} helpers (H<spare>)")

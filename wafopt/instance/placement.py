@@ -337,4 +337,5 @@ def draw(inst: PlacementInstance, plan: dict | None, ax) -> None:
     ev = evaluate(inst, plan)
     loads = {tuple(map(tuple, k)): v for k, v in ev.details.get("link_loads", [])} if ev.feasible else None
     draw_mesh(ax, inst.mesh, groups=groups, labels=labels, link_loads=loads, arrows=arrows,
+              load_label="link load (flow volume units)",
               title=f"tile {tile[0]}x{tile[1]}, objective {ev.objective:.6g}" if ev.feasible else "infeasible plan")

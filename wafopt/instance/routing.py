@@ -145,5 +145,6 @@ def draw(instance: RoutingInstance, plan: dict | None, ax) -> None:
         ev = evaluate(instance, plan)
         if ev.feasible:
             loads = instance.mesh.link_loads(zip(plan["routes"], (f.volume for f in instance.flows)))
-            title += f", peak link load {ev.objective:g}"
-    draw_mesh(ax, instance.mesh, labels=labels, link_loads=loads, title=title)
+            title += f", peak load / bandwidth {ev.objective:.4g}"
+    draw_mesh(ax, instance.mesh, labels=labels, link_loads=loads, title=title + " (s: source, d: destination)",
+              load_label="link load (flow volume units)")
