@@ -61,6 +61,8 @@ def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
                        True, highs_version())
     if tc == TC.infeasible:
         return Outcome("infeasible", None, False, highs_version(), "HiGHS proved the model infeasible")
+    if tc == TC.interrupted:
+        options.interrupted = True
     status = "feasible" if has_solution else "unknown"
     return Outcome(status, bound, has_solution, highs_version(), f"HiGHS stopped: {tc.name}")
 
@@ -113,6 +115,11 @@ def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: floa
         return Outcome("infeasible", None, False, cpsat_version(), "CP-SAT proved the model infeasible"), solver
     if code == cp_model.MODEL_INVALID:
         raise RuntimeError(f"CP-SAT model invalid: {model.Validate()}")
+    # CP-SAT catches Ctrl-C and returns its incumbent; it stops early for no other reason here
+    if limit is None or solver.WallTime() < 0.95 * limit:
+        options.interrupted = True
+        return (Outcome("feasible" if has_solution else "unknown", bound, has_solution, cpsat_version(),
+                        "CP-SAT stopped by Ctrl-C"), solver)
     return (Outcome("feasible" if has_solution else "unknown", bound, has_solution, cpsat_version(),
                     "CP-SAT stopped at the time limit"), solver)
 

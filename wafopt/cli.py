@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from wafopt import __version__
-from wafopt.errors import (EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_INVALID, EXIT_NOT_CERTIFIED, EXIT_OK,
-                           InstanceError)
+from wafopt.errors import (EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_NOT_CERTIFIED,
+                           EXIT_OK, InstanceError)
 
 
 def _fmt(value, digits: int = 6) -> str:
@@ -136,6 +136,8 @@ class Solve(Command):
             if solution.message:
                 print(f"note: {solution.message}")
             print(f"wrote {out}")
+        if solution.stats.get("interrupted"):
+            return EXIT_INTERRUPTED
         if solution.status == "infeasible":
             return EXIT_INFEASIBLE
         return EXIT_OK if solution.status in ("optimal", "feasible") else EXIT_INTERNAL
@@ -404,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INVALID
     except KeyboardInterrupt:
         _stderr("wafopt: interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # an internal error: say so plainly, with the traceback for a bug report

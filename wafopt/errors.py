@@ -5,6 +5,7 @@ EXIT_INTERNAL = 1
 EXIT_INVALID = 2
 EXIT_INFEASIBLE = 3
 EXIT_NOT_CERTIFIED = 4
+EXIT_INTERRUPTED = 130  # Ctrl-C: the best plan so far is still written
 
 
 class InstanceError(ValueError):

@@ -35,8 +35,11 @@ def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
                               "best plan found so far")
     elapsed = time.perf_counter() - started
     solution = finish(loaded, method, result, elapsed, options)
-    if interrupted:
+    if interrupted or options.interrupted:
         solution.stats["interrupted"] = True
+        if "interrupted" not in solution.message:
+            solution.message = (solution.message + "; " if solution.message else "") + \
+                "interrupted by the user (Ctrl-C): best plan found so far"
     return solution
 
 

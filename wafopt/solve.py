@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 STATUSES = ("optimal", "feasible", "infeasible", "unknown")
 
@@ -36,18 +36,16 @@ class SolveOptions:
     quiet: bool = False               # no progress output on stderr
     verbose: bool = False             # solver logs on stderr
     warm_start: dict | None = None    # a plan to start exact methods from
+    interrupted: bool = False         # set when a solver stopped on Ctrl-C
     _incumbent: Any = None            # best plan reported so far (kept for Ctrl-C)
     _incumbent_bound: float | None = None
     _last_log: float = 0.0
-    on_incumbent: Callable[[dict], None] | None = None
 
     def incumbent(self, plan: dict, bound: float | None = None) -> None:
         """Methods call this with every improved plan, so an interrupt loses nothing."""
         self._incumbent = plan
         if bound is not None:
             self._incumbent_bound = bound
-        if self.on_incumbent is not None:
-            self.on_incumbent(plan)
 
     def progress(self, text: str, force: bool = False) -> None:
         """A throttled progress line on stderr (at most one per second) unless quiet."""

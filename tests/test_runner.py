@@ -1,0 +1,47 @@
+"""The runner: honest statuses and nothing lost on Ctrl-C."""
+
+from wafopt import runner
+from wafopt.instance import load
+from wafopt.solve import MethodResult, SolveOptions
+
+EXAMPLE = "instances/mem_pair/mp-example.yaml"
+
+
+def test_ctrl_c_keeps_the_best_plan(monkeypatch, at_root):
+    loaded = load(EXAMPLE)
+    good = runner.run(loaded, "greedy", SolveOptions(quiet=True)).plan
+
+    def interrupted_method(instance, options):
+        options.incumbent(good, bound=10.0)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "method_function", lambda loaded, method: interrupted_method)
+    sol = runner.run(loaded, "milp", SolveOptions(quiet=True))
+    assert sol.plan == good and sol.status == "feasible" and sol.bound == 10.0
+    assert sol.stats["interrupted"] and "Ctrl-C" in sol.message
+    assert sol.objective == sol.evaluation["objective"] == 71
+
+
+def test_unproven_optimal_claim_is_downgraded(monkeypatch, at_root):
+    loaded = load(EXAMPLE)
+    plan = runner.run(loaded, "greedy", SolveOptions(quiet=True)).plan
+    monkeypatch.setattr(runner, "method_function",
+                        lambda loaded, method: lambda inst, opt: MethodResult(plan, "optimal", 50.0, "liar"))
+    sol = runner.run(loaded, "milp", SolveOptions(quiet=True))
+    assert sol.status == "feasible" and "exceeds the proven bound" in sol.message
+
+
+def test_bound_meeting_the_objective_is_optimal(monkeypatch, at_root):
+    loaded = load(EXAMPLE)
+    plan = runner.run(loaded, "greedy", SolveOptions(quiet=True)).plan
+    monkeypatch.setattr(runner, "method_function",
+                        lambda loaded, method: lambda inst, opt: MethodResult(plan, "feasible", 71.0, "x"))
+    assert runner.run(loaded, "milp", SolveOptions(quiet=True)).status == "optimal"
+
+
+def test_rejected_plan_is_unknown(monkeypatch, at_root):
+    loaded = load(EXAMPLE)
+    monkeypatch.setattr(runner, "method_function",
+                        lambda loaded, method: lambda inst, opt: MethodResult({"allocations": []}, "optimal", 0.0))
+    sol = runner.run(loaded, "milp", SolveOptions(quiet=True))
+    assert sol.status == "unknown" and sol.objective is None and "rejected" in sol.message
