@@ -32,13 +32,10 @@ def plan_of(inst: MemPairInstance, chunks: dict[tuple[int, int], int]) -> dict:
 
 
 def chunks_of(inst: MemPairInstance, plan: dict) -> dict[tuple[int, int], int]:
-    s_index = {s.die: k for k, s in enumerate(inst.senders)}
-    h_index = {h.die: k for k, h in enumerate(inst.helpers)}
-    out: dict[tuple[int, int], int] = {}
-    for a in plan.get("allocations", []):
-        key = (s_index[tuple(a["sender"])], h_index[tuple(a["helper"])])
-        out[key] = out.get(key, 0) + round(a["amount"] / inst.chunk)
-    return out
+    """Whole chunks per (sender, helper) of a plan, read as the evaluator reads it."""
+    from wafopt.evaluate.mem_pair import read_chunks
+
+    return read_chunks(inst, plan)[0]
 
 
 def early_infeasible(inst: MemPairInstance, solver: str) -> MethodResult | None:

@@ -275,14 +275,15 @@ def milp(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
 def integer_scale(values: np.ndarray) -> tuple[float, bool]:
     """A factor s = 10^k / g making every value an integer exactly (exact=True), else s with
     max(value) * s ~ 1e6 and the caller floors (a conservative bound)."""
+    from wafopt.models.solvers import decimal_scale
+
     values = values[values > 0]
     if values.size == 0:
         return 1.0, True
-    for k in range(CPSAT_SCALE_DIGITS + 1):
-        scaled = values * 10 ** k
-        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * np.maximum(1.0, scaled)) and scaled.max() < 2 ** 40:
-            g = int(np.gcd.reduce(np.round(scaled).astype(np.int64)))
-            return 10 ** k / g, True
+    scale = decimal_scale(values.tolist(), CPSAT_SCALE_DIGITS, limit=2.0 ** 40)
+    if scale is not None:
+        g = int(np.gcd.reduce(np.round(values * scale).astype(np.int64)))
+        return scale / g, True
     return 1e6 / values.max(), False
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from wafopt.instance.recompute import RecomputeInstance
+from wafopt.models.solvers import decimal_scale
 from wafopt.solve import MethodResult, SolveOptions
 
 # --- shared -----------------------------------------------------------------------------------
@@ -34,18 +35,6 @@ def start_plan(inst: RecomputeInstance, options: SolveOptions) -> dict | None:
 
 def plan_of(x) -> dict:
     return {"x": [[int(v) for v in row] for row in x]}
-
-
-def decimal_scale(values, max_digits: int = 9, limit: float = 2.0 ** 50) -> int | None:
-    """The smallest 10^d (d <= max_digits) making every value an integer, or None."""
-    for d in range(max_digits + 1):
-        s = 10 ** d
-        scaled = [v * s for v in values]
-        if max((abs(v) for v in scaled), default=0.0) > limit:
-            return None
-        if all(abs(v - round(v)) <= 1e-9 * max(1.0, abs(v)) for v in scaled):
-            return s
-    return None
 
 
 # --- MILP (pyomo + HiGHS) -----------------------------------------------------------------------

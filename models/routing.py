@@ -9,7 +9,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from wafopt.heuristics.routing import endpoint_bound, tcme_routes, xy_routes
+from wafopt.heuristics.routing import endpoint_bound, routes_plan, tcme_routes, xy_routes
 from wafopt.mesh import Die, Link
 from wafopt.models.solvers import solve_cpsat as run_cpsat, solve_pyomo
 from wafopt.solve import MethodResult, SolveOptions
@@ -76,7 +76,7 @@ def walk(data: Data, f: int, used: set[Link]) -> list[Die]:
 
 
 def _result(instance, routes, status, bound, solver, message, stats) -> MethodResult:
-    plan = {"routes": [[list(d) for d in p] for p in routes]}
+    plan = routes_plan(routes)
     bound = max(b for b in (bound, endpoint_bound(instance)) if b is not None)
     return MethodResult(plan, status, bound, solver, message, stats)
 
@@ -142,7 +142,7 @@ def decode_milp(m, data: Data) -> list[list[Die]]:
 def solve_milp(instance, options: SolveOptions) -> MethodResult:
     started = time.monotonic()
     start = start_routes(instance, options)
-    options.incumbent({"routes": [[list(d) for d in p] for p in start]})
+    options.incumbent(routes_plan(start))
     data = build_data(instance)
     model = build_milp(data)
     warm_start_milp(model, data, start)
@@ -158,11 +158,11 @@ def integer_volumes(volumes: list[float]) -> tuple[list[int], float, bool]:
     """Volumes as integers: exact with a power-of-ten scale when one makes them integral (and
     small enough), else floored at scale 1e6 / max volume, which makes the model's optimum a lower
     bound only. Returns (integer volumes, scale, exact)."""
-    for k in range(7):
-        scale = 10.0 ** k
-        scaled = [v * scale for v in volumes]
-        if all(abs(s - round(s)) <= 1e-9 * max(1.0, s) for s in scaled) and max(scaled) * len(volumes) < 2**50:
-            return [int(round(s)) for s in scaled], scale, True
+    from wafopt.models.solvers import decimal_scale
+
+    scale = decimal_scale(volumes, max_digits=6, limit=2.0 ** 50 / max(1, len(volumes)))
+    if scale is not None:
+        return [int(round(v * scale)) for v in volumes], float(scale), True
     scale = 1e6 / max(volumes)
     return [int(math.floor(v * scale)) for v in volumes], scale, False
 
@@ -201,7 +201,7 @@ def decode_cpsat(data: Data, use: dict, value) -> list[list[Die]]:
 def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
     started = time.monotonic()
     start = start_routes(instance, options)
-    options.incumbent({"routes": [[list(d) for d in p] for p in start]})
+    options.incumbent(routes_plan(start))
     data = build_data(instance)
     weights, scale, exact = integer_volumes(data.volume)
     model, use, peak = build_cpsat(data, weights)
@@ -210,7 +210,7 @@ def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
         model.AddHint(var, key in used)
 
     def on_solution(cb):
-        options.incumbent({"routes": [[list(d) for d in p] for p in decode_cpsat(data, use, cb.Value)]})
+        options.incumbent(routes_plan(decode_cpsat(data, use, cb.Value)))
         options.progress(f"cp-sat incumbent {cb.ObjectiveValue() / scale / data.bandwidth:g}")
 
     outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started))

@@ -24,6 +24,27 @@ class Outcome:
     message: str = ""
 
 
+def decimal_scale(values, max_digits: int = 9, limit: float = 2.0 ** 50) -> int | None:
+    """The smallest 10^d (d <= max_digits) that makes every value an integer, or None.
+
+    Decided on each value's shortest decimal form (repr), not with a relative tolerance: a
+    byte count like 999999999.6 needs 10^1, and 1/3 has no such scale. None also when a scaled
+    value would exceed `limit` (CP-SAT needs 64-bit sums).
+    """
+    from decimal import Decimal
+
+    digits = 0
+    for v in values:
+        exponent = Decimal(repr(float(v))).normalize().as_tuple().exponent
+        digits = max(digits, -exponent if isinstance(exponent, int) else max_digits + 1)
+    if digits > max_digits:
+        return None
+    scale = 10 ** digits
+    if max((abs(float(v)) for v in values), default=0.0) * scale > limit:
+        return None
+    return scale
+
+
 def highs_version() -> str:
     return f"highs {version('highspy')}"
 

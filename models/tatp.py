@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wafopt.evaluate.tatp import read_groups, ring_cost
-from wafopt.heuristics.tatp import tile_groups
+from wafopt.heuristics.tatp import groups_plan, tile_groups
 from wafopt.mesh import Die
 from wafopt.models.solvers import solve_cpsat as run_cpsat, solve_pyomo
 from wafopt.solve import MethodResult, SolveOptions
@@ -86,7 +86,7 @@ def rings_from_arcs(data: Data, members: list[int], succ: dict[int, int]) -> lis
 
 
 def _result(instance, groups, outcome_status, bound, solver, message, stats) -> MethodResult:
-    plan = _plan(groups)
+    plan = groups_plan(groups)
     if bound is not None:
         bound = float(max(instance.lower_bound, math.ceil(bound - 1e-6)))  # costs are integers
     else:
@@ -280,7 +280,7 @@ def column_search(instance, start: list[list[Die]], options: SolveOptions, start
                 rings = complete_groups(mesh, rings, G, instance.group_size, floor, deadline)
             if _cost(instance, rings) < best_cost:
                 best, best_cost = rings, _cost(instance, rings)
-                options.incumbent(_plan(best), bound)
+                options.incumbent(groups_plan(best), bound)
         options.progress(f"ring columns K={K}: {len(cols.rings)} rings, bound {bound}, best {best_cost}")
         message = f"ring-column model up to cost {K} ({len(cols.rings)} rings)"
         if outcome.status != "optimal":
@@ -292,10 +292,6 @@ def column_search(instance, start: list[list[Die]], options: SolveOptions, start
 
 def _cost(instance, groups: list[list[Die]]) -> int:
     return sum(ring_cost(instance.mesh, ring) for ring in groups)
-
-
-def _plan(groups: list[list[Die]]) -> dict:
-    return {"groups": [[list(d) for d in ring] for ring in groups]}
 
 
 # --- CP-SAT -------------------------------------------------------------------------------------------
@@ -398,7 +394,7 @@ def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
 
     started = time.monotonic()
     start = start_plan(instance, options)
-    options.incumbent(_plan(start), instance.lower_bound)
+    options.incumbent(groups_plan(start), instance.lower_bound)
     search = column_search(instance, start, options, started, solve_columns_cpsat)
     stats = {"start_cost": _cost(instance, start), "columns_up_to_cost": search.last_K}
     if search.enumerated or search.bound >= _cost(instance, search.groups):
@@ -424,10 +420,10 @@ def circuit_cpsat(instance, options: SolveOptions, started: float, search: Colum
     model, v = build_cpsat(data)
     model.Add(sum(v["cost"]) >= bound)  # proven above: helps CP-SAT close the gap
     hint_cpsat(model, data, v, canonical(data, start))
-    options.incumbent(_plan(start), bound)
+    options.incumbent(groups_plan(start), bound)
 
     def on_solution(cb):
-        options.incumbent(_plan(decode_cpsat(data, v, cb.Value)))
+        options.incumbent(groups_plan(decode_cpsat(data, v, cb.Value)))
         options.progress(f"cp-sat incumbent {cb.ObjectiveValue():g}, bound {cb.BestObjectiveBound():g}")
 
     outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started))
@@ -523,7 +519,7 @@ def solve_milp(instance, options: SolveOptions) -> MethodResult:
 
     started = time.monotonic()
     start = start_plan(instance, options)
-    options.incumbent(_plan(start), instance.lower_bound)
+    options.incumbent(groups_plan(start), instance.lower_bound)
     search = column_search(instance, start, options, started, solve_columns_milp)
     stats = {"start_cost": _cost(instance, start), "columns_up_to_cost": search.last_K}
     if search.enumerated or search.bound >= _cost(instance, search.groups):

@@ -104,3 +104,21 @@ def test_tatp_report_reproduces_temp_6x9(capsys, at_root):
     # TEMP: the sequential mapping leaves groups non-contiguous; tiles makes all nine physical rings
     assert rows["snake+xy"]["physical_rings"] < 9 and rows["tiles+tcme"]["physical_rings"] == 9
     assert rows["tiles+tcme"]["peak_link_bytes"] < rows["snake+xy"]["peak_link_bytes"]
+
+
+def test_bad_warm_start_and_bad_solution_file_are_one_message(tmp_path, capsys, at_root):
+    ws = tmp_path / "ws.json"
+    ws.write_text(json.dumps({"problem": "mem_pair", "method": "x", "status": "feasible", "objective": 1.0,
+                              "plan": {"allocations": [{"sender": [9, 9], "helper": [0, 0], "amount": 1}]}}))
+    assert main(["solve", "instances/mem_pair/mp-example.yaml", "--method", "milp", "--warm-start", str(ws),
+                 "--quiet", "--out", str(tmp_path / "o.json")]) == 2
+    assert "warm start is not a feasible plan" in capsys.readouterr().err
+    ws.write_text(json.dumps({"problem": "mem_pair", "method": "x", "status": "feasible", "objective": 1.0,
+                              "bound": "abc", "plan": {}}))
+    assert main(["certify", str(ws)]) == 2
+    assert "bound must be a number or null" in capsys.readouterr().err
+
+
+def test_exponent_numbers_in_yaml(tmp_path, capsys):
+    text = SCENARIO.replace("global_batch: 64", "global_batch: 6.4e1")
+    assert main(["validate", write(tmp_path, text.replace("6.4e1", "64e0"))]) == 0

@@ -104,3 +104,9 @@ def test_megatron_baseline_is_evaluated(scenario):
     assert sol.status == "feasible" and sol.bound is None
     assert sol.objective == pytest.approx(evaluate("plan", scenario, sol.plan).objective)
     assert sol.plan["pipelines"] == [[[[0, 0]], [[0, 1]]]]   # serpentine: neighbours
+
+
+def test_nan_offload_is_malformed_not_feasible(scenario):
+    p = plan(offload=[{"sender": [0, 0], "helper": [0, 1], "bytes": float("nan")}])
+    ev = evaluate("plan", scenario, p)
+    assert not ev.feasible and any("bytes must be a number >= 0" in v for v in ev.violations)

@@ -193,3 +193,15 @@ def test_gcmr_chain_on_a_scenario_is_feasible_and_beats_the_megatron_baseline():
     assert all(v == 0 for row in gcmr.plan["recompute"] for v, u in zip(row, units) if not u.recomputable)
     kernel = evaluate("recompute", from_scenario(scenario.instance), {"x": x})
     assert kernel.feasible
+
+
+def test_byte_sized_data_with_fractions_is_scaled_exactly():
+    # 10 layers of 999999999.6 B fit 9999999999.4 B exactly (9999999996 B): nothing to recompute.
+    # A relative integrality tolerance would round 999999999.6 to 10^9 and force recomputation.
+    inst = parse_instance({
+        "problem": "recompute", "mode": "local", "microbatches": 2,
+        "units": [{"name": "u", "mem": 999999999.6, "recompute": 1.0}],
+        "stages": [{"layers": 10, "inflight": 1, "state": 0.0, "capacity": 9999999999.4, "compute": 10.0}]})
+    for method in ("milp", "cpsat", "dp", "none"):
+        sol = run(inst, method, SolveOptions(quiet=True, time_limit=10))
+        assert sol.objective == pytest.approx(20.0), (method, sol.objective, sol.message)

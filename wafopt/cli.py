@@ -110,6 +110,7 @@ class Solve(Command):
         p.add_argument("--json", action="store_true", help="print the solution JSON on stdout")
 
     def run(self, args):
+        from wafopt.evaluate import evaluate
         from wafopt.runner import method_function, run
         from wafopt.solution import read_solution
 
@@ -121,6 +122,10 @@ class Solve(Command):
             if start.problem != loaded.problem:
                 raise InstanceError(f"is a {start.problem} solution, this instance is {loaded.problem}",
                                     args.warm_start)
+            verdict = evaluate(loaded.problem, loaded.instance, start.plan)
+            if not verdict.feasible:
+                raise InstanceError("the warm start is not a feasible plan of this instance: "
+                                    + "; ".join(verdict.violations[:3]), args.warm_start)
             options.warm_start = start.plan
         out = Path(args.out) if args.out else default_solution_path(args.instance, args.method, loaded)
         if not options.quiet:

@@ -64,7 +64,11 @@ def finish(loaded: Loaded, method: str, result: MethodResult, elapsed: float,
             "; ".join(ev.violations[:3])
     else:
         gap = relative_gap(objective, bound)
-        if status == "optimal" and (gap is None or gap > OPTIMALITY_TOLERANCE):
+        if gap is not None and gap < -OPTIMALITY_TOLERANCE:
+            status, bound = "feasible", None  # a "bound" above a feasible plan's objective proves nothing
+            message = (message + "; " if message else "") + \
+                f"the reported bound {result.bound} exceeds the evaluated objective {objective}: discarded"
+        elif status == "optimal" and (gap is None or gap > OPTIMALITY_TOLERANCE):
             status = "feasible"
             message = (message + "; " if message else "") + \
                 "claimed optimal but the evaluated objective exceeds the proven bound"

@@ -68,10 +68,18 @@ def read_solution(path: str | Path) -> Solution:
     if not isinstance(data, dict):
         raise InstanceError("not a solution JSON file (expected a mapping)", str(path))
     known = {f for f in Solution.__dataclass_fields__}
-    missing = [k for k in ("problem", "method", "status", "objective", "plan") if k not in data]
+    missing = [k for k in ("problem", "plan") if k not in data]
     if missing:
         raise InstanceError(f"not a solution file: missing {', '.join(missing)}", str(path))
-    return Solution(**{k: v for k, v in data.items() if k in known})
+    for key in ("objective", "bound", "gap"):
+        value = data.get(key)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise InstanceError(f"{key} must be a number or null, got {value!r}", str(path))
+    if data["plan"] is not None and not isinstance(data["plan"], dict):
+        raise InstanceError(f"plan must be a mapping or null, got {type(data['plan']).__name__}", str(path))
+    defaults = {"instance": None, "instance_sha256": None, "method": "", "solver": "", "status": "unknown",
+                "objective": None, "bound": None, "gap": None, "time_s": 0.0, "seed": 0, "evaluation": {}}
+    return Solution(**{**defaults, **{k: v for k, v in data.items() if k in known}})
 
 
 def is_solution_file(path: str | Path) -> bool:
@@ -82,4 +90,4 @@ def is_solution_file(path: str | Path) -> bool:
         data = json.loads(p.read_text())
     except (OSError, json.JSONDecodeError):
         return False
-    return isinstance(data, dict) and "method" in data and "plan" in data and "problem" in data
+    return isinstance(data, dict) and "plan" in data and "problem" in data

@@ -161,10 +161,6 @@ class Workload:
     def dies(self) -> int:
         return self.tp * self.pp * self.dp
 
-    @property
-    def tokens_per_iteration(self) -> int:
-        return self.training.global_batch * self.training.seq
-
 
 # --------------------------------------------------------------------------------------------
 # per-layer model

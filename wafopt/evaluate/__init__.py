@@ -35,3 +35,5 @@ def evaluate(problem: str, instance, plan) -> Evaluation:
         return module.evaluate(instance, plan)
     except PlanError as exc:
         return Evaluation(None, False, [f"malformed plan: {exc}"])
+    except (TypeError, KeyError, IndexError, ValueError) as exc:  # structure the evaluator did not expect
+        return Evaluation(None, False, [f"malformed plan: {type(exc).__name__}: {exc}"])

@@ -42,7 +42,7 @@ def read_chunks(inst: MemPairInstance, plan: dict) -> tuple[dict[tuple[int, int]
             violations.append(f"allocations[{n}]: {list(h)} is not a helper")
             continue
         count = amount / inst.chunk
-        if amount <= 0 or abs(count - round(count)) > ROUNDING * max(1.0, count):
+        if amount <= 0 or abs(count - round(count)) > max(ROUNDING, 1e-12 * count):
             violations.append(f"allocations[{n}]: amount {amount!r} is not a positive whole number of "
                               f"chunks of {inst.chunk:g}")
             continue

@@ -44,6 +44,7 @@ def evaluate(inst: PlacementInstance, plan: dict) -> Evaluation:
     violations = []
     if tile not in inst.tiles:
         violations.append(f"tile {list(tile)} is not a candidate shape {[list(t) for t in inst.tiles]}")
+        return Evaluation(None, False, violations)
     if len(slots) != n:
         violations.append(f"assignment has {len(slots)} slots, the instance has {n} stages")
     geometry = Layout(mesh, tile, ())

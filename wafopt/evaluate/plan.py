@@ -6,6 +6,8 @@ offload: [{sender, helper, bytes}]}. Formulas: docs/evaluator.md.
 
 from __future__ import annotations
 
+import math
+
 from wafopt.evaluate import Evaluation, PlanError
 from wafopt.instance.plan import Parallel, Scenario
 from wafopt.mesh import Die, Mesh, as_die
@@ -35,7 +37,7 @@ def ring_hops(mesh: Mesh, dies: list[Die]) -> int:
     return max(mesh.distance(a, b) for a, b in zip(dies, dies[1:] + dies[:1]))
 
 
-def read_plan(scenario: Scenario, plan: dict):
+def read_plan(plan: dict):
     """Structure of the plan -> (parallel, pipelines, recompute, offload); PlanError if malformed."""
     par = Parallel(_int(plan, "tp"), _int(plan, "pp"), plan.get("dp", 1) if isinstance(plan.get("dp", 1), int) else 0)
     if par.dp <= 0:
@@ -55,11 +57,13 @@ def read_plan(scenario: Scenario, plan: dict):
         dies.append(stages)
     recompute = plan.get("recompute")
     offload = []
+    if not isinstance(plan.get("offload") or [], list):
+        raise PlanError(f"offload must be a list of {{sender, helper, bytes}}, got {plan.get('offload')!r:.60}")
     for k, o in enumerate(plan.get("offload") or []):
         if not isinstance(o, dict) or not {"sender", "helper", "bytes"} <= set(o):
             raise PlanError(f"offload[{k}] must be {{sender, helper, bytes}}")
         b = o["bytes"]
-        if not isinstance(b, (int, float)) or isinstance(b, bool) or b < 0:
+        if not isinstance(b, (int, float)) or isinstance(b, bool) or not math.isfinite(b) or b < 0:
             raise PlanError(f"offload[{k}].bytes must be a number >= 0, got {b!r}")
         offload.append((_die(o["sender"], f"offload[{k}].sender"), _die(o["helper"], f"offload[{k}].helper"),
                         float(b)))
@@ -68,7 +72,7 @@ def read_plan(scenario: Scenario, plan: dict):
 
 def evaluate(scenario: Scenario, plan: dict) -> Evaluation:
     mesh = scenario.mesh()
-    par, pipelines, recompute, offload = read_plan(scenario, plan)
+    par, pipelines, recompute, offload = read_plan(plan)
     violations: list[str] = []
     if scenario.parallel is not None and scenario.parallel != par:
         violations.append(f"plan layout tp={par.tp}, pp={par.pp}, dp={par.dp} differs from the instance's "

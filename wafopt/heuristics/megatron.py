@@ -95,7 +95,8 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     if best is None:
         reason = ("even full recomputation does not fit every die" if recompute is not None
                   else "no tile shape fits")
-        return MethodResult(None, "infeasible", message=f"megatron baseline: {reason} ({'; '.join(tried)})")
+        # a baseline that finds no plan proves nothing: unknown, not infeasible
+        return MethodResult(None, "unknown", message=f"megatron baseline found no plan: {reason} ({'; '.join(tried)})")
     note = "full recomputation (memory forces it)" if recompute is not None else "no recomputation"
     return MethodResult(best, "feasible", None, "heuristic",
                         f"{note}; tile shapes tried: {'; '.join(tried)}")

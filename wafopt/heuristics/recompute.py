@@ -43,7 +43,7 @@ def plan_of(x) -> dict:
 
 def quantize(inst: RecomputeInstance):
     """Fine quanta: (weights W[i][j], budget per stage, pooled budget, quantum q, exact?)."""
-    from wafopt.models.recompute import decimal_scale
+    from wafopt.models.solvers import decimal_scale
 
     useful = [s.inflight * s.layers * sum(u.mem for u in inst.units) for s in inst.stages]
     scale = decimal_scale([u.mem for u in inst.units] + [s.state for s in inst.stages]

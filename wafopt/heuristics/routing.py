@@ -14,7 +14,7 @@ MAX_ITERATIONS = 10_000   # TCME iteration cap (one accepted reroute per iterati
 DEFAULT_BUDGET_S = 10.0
 
 
-def _plan(routes: list[list[Die]]) -> dict:
+def routes_plan(routes: list[list[Die]]) -> dict:
     return {"routes": [[list(d) for d in path] for path in routes]}
 
 
@@ -38,7 +38,7 @@ def endpoint_bound(instance) -> float:
 def _result(instance, routes, options: SolveOptions, message: str, stats: dict | None = None) -> MethodResult:
     from wafopt.evaluate.routing import evaluate
 
-    plan = _plan(routes)
+    plan = routes_plan(routes)
     bound = endpoint_bound(instance)
     options.incumbent(plan, bound)
     ev = evaluate(instance, plan)

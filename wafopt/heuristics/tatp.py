@@ -99,7 +99,7 @@ def best_order(mesh: Mesh, ring: Sequence[Die], floor: int) -> tuple[list[Die], 
 
 
 # --- shared result helpers -------------------------------------------------------------------------
-def _plan(groups: list[list[Die]]) -> dict:
+def groups_plan(groups: list[list[Die]]) -> dict:
     return {"groups": [[list(d) for d in ring] for ring in groups]}
 
 
@@ -109,7 +109,7 @@ def _total(mesh: Mesh, groups: list[list[Die]]) -> int:
 
 def _result(instance, groups: list[list[Die]], options: SolveOptions, message: str = "",
             stats: dict | None = None, solver: str = "heuristic") -> MethodResult:
-    plan = _plan(groups)
+    plan = groups_plan(groups)
     options.incumbent(plan, instance.lower_bound)
     cost = _total(instance.mesh, groups)
     status = "optimal" if cost <= instance.lower_bound else "feasible"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
@@ -42,6 +43,15 @@ PROBLEMS = {
 }
 
 COMMON_KEYS = ("problem", "schema", "name", "description", "source", "known_optimum")
+
+
+class _YamlLoader(yaml.SafeLoader):
+    """SafeLoader that also reads 1e9 and 2E-3 as numbers (YAML 1.1 wants a dot: 1.0e9)."""
+
+
+_YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 def problem_module(problem: str):
@@ -100,7 +110,7 @@ def read_mapping(path: str | Path) -> tuple[dict, str]:
     digest = hashlib.sha256(raw).hexdigest()
     text = raw.decode("utf-8", errors="replace")
     try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if p.suffix == ".json" else yaml.load(text, Loader=_YamlLoader)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

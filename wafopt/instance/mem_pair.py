@@ -126,6 +126,8 @@ def parse(f: Fields) -> MemPairInstance:
         h.finish()
     chunk = f.number("chunk", default=1.0, positive=True)
     K = f.integer("max_helpers_per_sender", default=None, positive=True)
+    if not senders:
+        raise InstanceError("needs at least one sender (nothing to place otherwise)", f.path("senders"))
     return MemPairInstance(mesh, tuple(senders), tuple(helpers), chunk, K)
 
 
