@@ -392,15 +392,24 @@ def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
     """Ring-column model (CP-SAT) first; the circuit model only when the enumeration is too large."""
     from wafopt.models.solvers import cpsat_version
 
+    started, search, stats, done = column_phase(instance, options, solve_columns_cpsat, cpsat_version())
+    return done or circuit_cpsat(instance, options, started, search, stats)
+
+
+def column_phase(instance, options: SolveOptions, solve_columns, solver: str):
+    """The opening both exact methods share: a start plan, then the ring-column search.
+
+    Returns (started, search, stats, result); result is set when the columns settled it."""
     started = time.monotonic()
     start = start_plan(instance, options)
     options.incumbent(groups_plan(start), instance.lower_bound)
-    search = column_search(instance, start, options, started, solve_columns_cpsat)
+    search = column_search(instance, start, options, started, solve_columns)
     stats = {"start_cost": _cost(instance, start), "columns_up_to_cost": search.last_K}
+    done = None
     if search.enumerated or search.bound >= _cost(instance, search.groups):
-        return _result(instance, search.groups, "feasible", search.bound,
-                       search.solver or cpsat_version(), search.message, stats)
-    return circuit_cpsat(instance, options, started, search, stats)
+        done = _result(instance, search.groups, "feasible", search.bound, search.solver or solver,
+                       search.message, stats)
+    return started, search, stats, done
 
 
 def circuit_cpsat(instance, options: SolveOptions, started: float, search: ColumnSearch,
@@ -517,14 +526,9 @@ def solve_milp(instance, options: SolveOptions) -> MethodResult:
     """Ring-column model (HiGHS) first; the flow MILP only when the enumeration is too large."""
     from wafopt.models.solvers import highs_version
 
-    started = time.monotonic()
-    start = start_plan(instance, options)
-    options.incumbent(groups_plan(start), instance.lower_bound)
-    search = column_search(instance, start, options, started, solve_columns_milp)
-    stats = {"start_cost": _cost(instance, start), "columns_up_to_cost": search.last_K}
-    if search.enumerated or search.bound >= _cost(instance, search.groups):
-        return _result(instance, search.groups, "feasible", search.bound,
-                       search.solver or highs_version(), search.message, stats)
+    started, search, stats, done = column_phase(instance, options, solve_columns_milp, highs_version())
+    if done:
+        return done
     start, start_cost = search.groups, _cost(instance, search.groups)
     data = build_data(instance, start_cost)
     model = build_milp(data)
