@@ -110,3 +110,19 @@ def test_nan_offload_is_malformed_not_feasible(scenario):
     p = plan(offload=[{"sender": [0, 0], "helper": [0, 1], "bytes": float("nan")}])
     ev = evaluate("plan", scenario, p)
     assert not ev.feasible and any("bytes must be a number >= 0" in v for v in ev.violations)
+
+
+def test_uniform_baseline_sits_between_megatron_and_gcmr(at_root):
+    from wafopt.instance import load
+
+    loaded = load("instances/plan/gpt3-175b-config3.yaml")
+    opts = SolveOptions(quiet=True, time_limit=20)
+    times = {m: run(loaded, m, opts) for m in ("megatron", "uniform", "gcmr")}
+    assert all(s.status == "feasible" for s in times.values())
+    assert times["gcmr"].objective <= times["uniform"].objective <= times["megatron"].objective
+    assert not times["uniform"].plan.get("offload")
+    # uniform: the same units recomputed in every layer of every stage
+    rows = times["uniform"].plan["recompute"]
+    layers = [s.layers for s in loaded.instance.workload().stages]
+    assert all(v in (0, L) for row, L in zip(rows, layers) for v in row)
+    assert len({tuple(v > 0 for v in row) for row in rows}) == 1

@@ -175,3 +175,24 @@ def solve_gcmr(scenario, options: SolveOptions) -> MethodResult:
                         {"senders": len(senders), "helpers": len(helpers), "offload_bytes": moved,
                          "recompute_method": how_x, "mem_pair_method": how_o,
                          "kernel_iteration_time_s": evaluate("recompute", kernel, x).objective})
+
+
+def solve_uniform(scenario, options: SolveOptions) -> MethodResult:
+    """Megatron-style baseline with selective recomputation: the best unit set recomputed in every
+    layer of every stage that fits each die's own DRAM, no offloading, serpentine placement."""
+    from dataclasses import replace
+
+    from wafopt.heuristics.recompute import solve_uniform as uniform_kernel
+
+    try:
+        placement = base_plan(scenario, options)
+    except InstanceError as exc:
+        return MethodResult(None, "unknown", None, "uniform", f"uniform failed: {exc}")
+    kernel = replace(recompute_kernel(scenario, placement), mode="local")
+    res = uniform_kernel(kernel, SolveOptions(quiet=True))
+    if res.plan is None or "pooled" in res.message:
+        return MethodResult(None, "unknown", None, "uniform",
+                            f"no uniform recomputation fits every die without offloading ({res.message})")
+    plan = dict(placement, recompute=full_x(scenario, res.plan["x"]))
+    options.incumbent(plan)
+    return MethodResult(plan, "feasible", None, "uniform", res.message)

@@ -19,9 +19,10 @@ from wafopt.instance.fields import Fields
 
 METHODS = {
     "megatron": "wafopt.heuristics.megatron:solve_megatron",
+    "uniform": "wafopt.heuristics.gcmr:solve_uniform",
     "gcmr": "wafopt.heuristics.gcmr:solve_gcmr",
 }
-DEFAULT_METHODS = ["megatron", "gcmr"]
+DEFAULT_METHODS = ["megatron", "uniform", "gcmr"]
 OBJECTIVE = "1F1B iteration time (s)"
 
 GB = 1e9
