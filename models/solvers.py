@@ -69,6 +69,9 @@ def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
     opt.highs_options = {"mip_abs_gap": 0.0, "random_seed": int(options.seed) % 2147483647}
     # HiGHS logs to stdout; keep stdout clean for --json output.
     with contextlib.redirect_stdout(sys.stderr):
+        opt.set_instance(model)
+        if not options.quiet and not options.verbose:
+            _report_progress(opt._solver_model, options)
         res = opt.solve(model)
     tc = res.termination_condition
     has_solution = res.best_feasible_objective is not None and math.isfinite(res.best_feasible_objective)
@@ -86,6 +89,20 @@ def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
         options.interrupted = True
     status = "feasible" if has_solution else "unknown"
     return Outcome(status, bound, has_solution, highs_version(), f"HiGHS stopped: {tc.name}")
+
+
+def _report_progress(highs, options: SolveOptions) -> None:
+    """Throttled progress lines from HiGHS' callbacks: its own log lines (presolve, root LP, the
+    branch-and-bound table), which it emits even when nothing is printed."""
+    def on_log(event):
+        line = " ".join(str(event.message).split())
+        if line:
+            options.progress(f"highs: {line[:150]}")
+
+    try:
+        highs.cbLogging.subscribe(on_log)
+    except AttributeError:  # highspy without the callback API: no progress lines
+        pass
 
 
 def cpsat_version() -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from wafopt.errors import InstanceError
 from wafopt.evaluate import evaluate
 from wafopt.instance import Loaded, resolve
 from wafopt.solution import Solution
-from wafopt.solve import MethodResult, SolveOptions, relative_gap
+from wafopt.solve import MethodResult, SolveOptions, progress_line, relative_gap
 
 OPTIMALITY_TOLERANCE = 1e-6  # relative gap under which a proven bound certifies optimality
 
@@ -26,6 +27,9 @@ def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
     fn = method_function(loaded, method)
     started = time.perf_counter()
     interrupted = False
+    stop = threading.Event()
+    if not options.quiet:
+        threading.Thread(target=_heartbeat, args=(method, options, stop), daemon=True).start()
     try:
         result: MethodResult = fn(loaded.instance, options)
     except KeyboardInterrupt:
@@ -33,6 +37,8 @@ def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
         result = MethodResult(options._incumbent, "feasible" if options._incumbent else "unknown",
                               options._incumbent_bound, "interrupted", "interrupted by the user (Ctrl-C); "
                               "best plan found so far")
+    finally:
+        stop.set()
     elapsed = time.perf_counter() - started
     solution = finish(loaded, method, result, elapsed, options)
     if interrupted or options.interrupted:
@@ -41,6 +47,15 @@ def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
             solution.message = (solution.message + "; " if solution.message else "") + \
                 "interrupted by the user (Ctrl-C): best plan found so far"
     return solution
+
+
+def _heartbeat(method: str, options: SolveOptions, stop: threading.Event, every: float = 15.0) -> None:
+    """A line on stderr every `every` seconds of a long run, whatever the method reports itself."""
+    started = time.monotonic()
+    while not stop.wait(every):
+        limit = f" of {options.time_limit:g} s" if options.time_limit else ""
+        have = "has a plan" if options._incumbent is not None else "no plan yet"
+        progress_line(f"  .. {method}: {time.monotonic() - started:.0f} s{limit} elapsed, {have}")
 
 
 def finish(loaded: Loaded, method: str, result: MethodResult, elapsed: float,

@@ -7,12 +7,29 @@ the shared evaluator and never reports solver variables.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 STATUSES = ("optimal", "feasible", "infeasible", "unknown")
+
+
+def _open_progress_stream():
+    """The real stderr, duplicated at import: pyomo's HiGHS interface captures file descriptors 1
+    and 2 while it solves, which would swallow progress lines written to sys.stderr."""
+    try:
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
+    except (OSError, ValueError, AttributeError):  # no real stderr (e.g. under some test runners)
+        return None
+
+
+PROGRESS_STREAM = _open_progress_stream()
+
+
+def progress_line(text: str) -> None:
+    print(text, file=PROGRESS_STREAM or sys.stderr, flush=True)
 
 
 @dataclass
@@ -53,7 +70,7 @@ class SolveOptions:
         if self.quiet or (not force and now - self._last_log < 1.0):
             return
         self._last_log = now
-        print(f"  .. {text}", file=sys.stderr, flush=True)
+        progress_line(f"  .. {text}")
 
     def remaining(self, started: float) -> float | None:
         """Seconds left of the time limit since `started` (time.monotonic()), or None."""
