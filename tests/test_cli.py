@@ -122,3 +122,15 @@ def test_bad_warm_start_and_bad_solution_file_are_one_message(tmp_path, capsys, 
 def test_exponent_numbers_in_yaml(tmp_path, capsys):
     text = SCENARIO.replace("global_batch: 64", "global_batch: 6.4e1")
     assert main(["validate", write(tmp_path, text.replace("6.4e1", "64e0"))]) == 0
+
+
+def test_solve_help_lists_every_method():
+    from wafopt.cli import build_parser
+    from importlib import import_module
+
+    from wafopt.instance import PROBLEMS
+
+    text = build_parser()._subparsers._group_actions[0].choices["solve"].format_help()
+    text = " ".join(text.split())
+    for problem, module in PROBLEMS.items():
+        assert f"{problem}: {', '.join(import_module(module).METHODS)}" in text, problem

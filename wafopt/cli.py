@@ -103,7 +103,10 @@ class Solve(Command):
 
     def add_arguments(self, p):
         p.add_argument("instance", metavar="INSTANCE")
-        p.add_argument("--method", required=True)
+        p.add_argument("--method", required=True,
+                       help="plan: megatron, uniform, gcmr; placement: serpentine, rowmajor, local, ga, glb, milp, "
+                            "cpsat; recompute: milp, cpsat, dp, uniform, full, none; mem_pair: milp, cpsat, lp, "
+                            "greedy; tatp: cpsat, milp, tiles, snake, ga; routing: xy, tcme, milp, cpsat")
         _add_solve_options(p)
         p.add_argument("--warm-start", metavar="SOLUTION", help="start exact methods from this plan")
         p.add_argument("--out", metavar="FILE", help="default: solutions/<instance-stem>.<method>.json")

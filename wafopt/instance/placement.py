@@ -43,6 +43,7 @@ METHODS = {
     "cpsat": "wafopt.models.placement:cpsat",
 }
 DEFAULT_METHODS = ["serpentine", "local", "ga", "glb", "milp", "cpsat"]
+OBJECTIVE = "WATOS Eq. 2 cost: sum of volume x hops, Mem_pair flows x (1 + gamma) (flow volume units x hops)"
 
 Tile = tuple[int, int]
 Slot = tuple[int, int]
