@@ -1,6 +1,6 @@
 """The `wafopt` command line: one small class per subcommand.
 
-Exit codes: 0 ok, 1 internal error, 2 invalid input, 3 infeasible, 4 not certified.
+Exit codes: 0 ok, 1 internal error, 2 invalid input, 3 infeasible, 4 not certified, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def _options(args):
 def _add_solve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--problem", help="solve this sub-problem derived from a scenario instance "
                    "(placement, recompute, mem_pair, tatp, routing)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per method")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="seconds per method (default: none for exact methods, 10 s for the GA and local search)")
     p.add_argument("--seed", type=int, default=0, help="seed of every randomized method (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     p.add_argument("--verbose", action="store_true", help="solver logs on stderr")

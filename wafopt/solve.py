@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STATUSES = ("optimal", "feasible", "infeasible", "unknown")
+HEURISTIC_BUDGET_S = 10.0  # time budget of searching heuristics (GA, local search) without --time-limit
 
 
 def _open_progress_stream():
@@ -71,6 +72,10 @@ class SolveOptions:
             return
         self._last_log = now
         progress_line(f"  .. {text}")
+
+    def budget(self, default: float = HEURISTIC_BUDGET_S) -> float:
+        """Seconds a searching heuristic may take: the time limit, else `default`."""
+        return self.time_limit if self.time_limit is not None else default
 
     def remaining(self, started: float) -> float | None:
         """Seconds left of the time limit since `started` (time.monotonic()), or None."""

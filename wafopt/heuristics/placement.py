@@ -15,8 +15,6 @@ import numpy as np
 from wafopt.instance.placement import Layout, PlacementInstance
 from wafopt.solve import MethodResult, SolveOptions
 
-DEFAULT_BUDGET_S = 10.0   # heuristic time budget when no --time-limit is given
-
 
 class Fitness:
     """Vectorized full objective of assignments on one layout.
@@ -215,14 +213,10 @@ def iterated_descent(fit: Fitness, start: np.ndarray, rng: np.random.Generator, 
     return best, value, rounds
 
 
-def _budget(options: SolveOptions) -> float:
-    return options.time_limit if options.time_limit is not None else DEFAULT_BUDGET_S
-
-
 def _per_layout(inst: PlacementInstance, options: SolveOptions, solver: str, search) -> MethodResult:
     """Run `search(fit, lay, deadline, report)` on each tile shape (time split evenly); keep the best."""
     started = time.monotonic()
-    budget = _budget(options)
+    budget = options.budget()
     best = None
     stats = {"layouts": {}}
 

@@ -11,7 +11,6 @@ from wafopt.mesh import Die, Link
 from wafopt.solve import MethodResult, SolveOptions
 
 MAX_ITERATIONS = 10_000   # TCME iteration cap (one accepted reroute per iteration)
-DEFAULT_BUDGET_S = 10.0
 
 
 def routes_plan(routes: list[list[Die]]) -> dict:
@@ -147,8 +146,7 @@ def tcme_routes(instance, routes: list[list[Die]], deadline: float) -> tuple[lis
 
 
 def tcme(instance, options: SolveOptions) -> MethodResult:
-    limit = options.time_limit if options.time_limit is not None else DEFAULT_BUDGET_S
-    deadline = time.monotonic() + limit
+    deadline = time.monotonic() + options.budget()
     start = xy_routes(instance)
     if options.warm_start is not None:
         from wafopt.evaluate.routing import evaluate

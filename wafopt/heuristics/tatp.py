@@ -19,7 +19,6 @@ from wafopt.evaluate.tatp import ring_cost
 from wafopt.mesh import Die, Mesh
 from wafopt.solve import MethodResult, SolveOptions
 
-DEFAULT_BUDGET_S = 10.0      # time budget of tiles / ga when no time limit is given
 RING_SEARCH_NODES = 20_000   # DFS nodes per threshold when ordering one ring
 PACKING_NODES = 200_000      # DFS nodes per mesh orientation when packing blocks
 REGION_RINGS = 3             # rings re-partitioned exactly at once by the region search
@@ -116,9 +115,8 @@ def _result(instance, groups: list[list[Die]], options: SolveOptions, message: s
     return MethodResult(plan, status, float(instance.lower_bound), solver, message, stats or {})
 
 
-def _deadline(options: SolveOptions, default: float = DEFAULT_BUDGET_S) -> float:
-    limit = options.time_limit if options.time_limit is not None else default
-    return time.monotonic() + max(0.05, limit)
+def _deadline(options: SolveOptions) -> float:
+    return time.monotonic() + max(0.05, options.budget())
 
 
 # --- snake: TEMP's sequential mapping (SMap) ----------------------------------------------------------
