@@ -412,9 +412,12 @@ def cpsat(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
             used = [int(values.Value(slot[i])) for i in range(n)]
             return np.array(used + [k for k in range(m) if k not in set(used)])
 
+        objective = "Eq. 2" if conflicts is not None else "base"
+
         def on_solution(cb):
             options.incumbent(lay.plan(decode(cb)[:n]))
-            options.progress(f"cp-sat: {cb.ObjectiveValue() / scale:.6g}")
+            options.progress(f"cp-sat tile {lay.tile[0]}x{lay.tile[1]}, {objective} objective: incumbent "
+                             f"{cb.ObjectiveValue() / scale:.6g}, bound {cb.BestObjectiveBound() / scale:.6g}")
 
         out, solver = solve_cpsat(model, options, on_solution=on_solution, time_limit=limit)
         return (decode(solver) if out.has_solution else None), out

@@ -39,6 +39,8 @@ def _options(args):
 
     if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
         raise InstanceError(f"must be a positive number of seconds, got {args.time_limit}", "--time-limit")
+    if args.seed < 0:
+        raise InstanceError(f"must be a non-negative integer, got {args.seed}", "--seed")
     return SolveOptions(time_limit=args.time_limit, seed=args.seed, quiet=args.quiet,
                         verbose=getattr(args, "verbose", False))
 
@@ -292,6 +294,9 @@ class Evaluate(Command):
 
         loaded = _load(args.instance, args.problem)
         data, _ = read_mapping(args.plan)
+        if "plan" in data and data.get("problem") not in (None, loaded.problem):
+            raise InstanceError(f"is a solution of a {data['problem']} instance, this instance is "
+                                f"{loaded.problem}", args.plan)
         plan = data["plan"] if isinstance(data.get("plan"), dict) else data
         ev = evaluate(loaded.problem, loaded.instance, plan)
         if args.json:

@@ -11,14 +11,16 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
               labels: Mapping[Die, str] | None = None,
               link_loads: Mapping[Link, float] | None = None,
               arrows: list[tuple[Die, Die, str]] | None = None, title: str = "",
-              load_label: str = "link load (bytes per iteration)") -> None:
+              load_label: str = "link load (bytes per iteration)",
+              arrow_label: str = "checkpoint offload (sender -> helper)") -> None:
     """Draw `mesh` on a matplotlib axis.
 
     groups: die -> group index (stage, TATP group, ...), coloured from a qualitative map.
     labels: die -> short text drawn on the die. link_loads: directed link -> load; each direction
     is drawn slightly offset, width and shade growing with load / peak; a colour bar labelled
     `load_label` gives the scale.
-    arrows: (src, dst, colour) drawn as straight arrows between die centres (e.g. Mem_pair flows).
+    arrows: (src, dst, colour) drawn as curved arrows between die centres (Mem_pair or offload
+    flows); `arrow_label` names them in a legend.
     Die (r, c) is drawn at x = c, y = -r, so row 0 is on top as in the papers' figures.
     """
     import matplotlib.pyplot as plt
@@ -41,8 +43,9 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
         from matplotlib.colors import LinearSegmentedColormap, Normalize
 
         peak = max(link_loads.values()) or 1.0
+        # pale for light loads, dark red for the peak
         shades = LinearSegmentedColormap.from_list(
-            "load", [plt.get_cmap("inferno_r")(0.25 + 0.75 * k / 10) for k in range(11)])
+            "load", [plt.get_cmap("YlOrRd")(0.1 + 0.9 * k / 10) for k in range(11)])
         ax.figure.colorbar(ScalarMappable(Normalize(0.0, peak), shades), ax=ax, shrink=0.6, pad=0.02,
                            label=load_label)
         for (a, b), load in link_loads.items():
@@ -74,6 +77,9 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
         ax.annotate("", xy=(dst[1], -dst[0]), xytext=(src[1], -src[0]), zorder=6,
                     arrowprops=dict(arrowstyle="->", color=colour, linewidth=1.2,
                                     connectionstyle="arc3,rad=0.2"))
+    if arrows:
+        ax.plot([], [], color=arrows[0][2], linewidth=1.2, label=arrow_label)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.02), fontsize=7, frameon=False)
     ax.set_xlim(-0.7, mesh.cols - 0.3)
     ax.set_ylim(-mesh.rows + 0.3, 0.7)
     ax.set_aspect("equal")

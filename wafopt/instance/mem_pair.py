@@ -198,9 +198,9 @@ def draw(inst: MemPairInstance, plan: dict | None, ax) -> None:
     arrows = []
     for a in (plan or {}).get("allocations", []) or []:
         try:
-            arrows.append((tuple(a["sender"]), tuple(a["helper"]), "tab:red"))
+            arrows.append((tuple(a["sender"]), tuple(a["helper"]), "black"))
         except (KeyError, TypeError):
             continue
-    draw_mesh(ax, inst.mesh, groups=groups, labels=labels, arrows=arrows,
+    draw_mesh(ax, inst.mesh, groups=groups, labels=labels, arrows=arrows, arrow_label="allocation (sender -> helper)",
               title=f"Mem_pair: {len(inst.senders)} senders (S<overflow>), "
                     f"{len(inst.helpers)} helpers (H<spare>)")

@@ -332,11 +332,11 @@ def draw(inst: PlacementInstance, plan: dict | None, ax) -> None:
         labels[lay.representative(tuple(slot))] = f"S{i}"
     for s, h, _ in inst.pairs:
         arrows.append((lay.representative(tuple(plan["assignment"][s])),
-                       lay.representative(tuple(plan["assignment"][h])), "tab:red"))
+                       lay.representative(tuple(plan["assignment"][h])), "black"))
     from wafopt.evaluate.placement import evaluate
 
     ev = evaluate(inst, plan)
     loads = {tuple(map(tuple, k)): v for k, v in ev.details.get("link_loads", [])} if ev.feasible else None
     draw_mesh(ax, inst.mesh, groups=groups, labels=labels, link_loads=loads, arrows=arrows,
-              load_label="link load (flow volume units)",
+              load_label="link load (flow volume units)", arrow_label="Mem_pair flow (sender -> helper)",
               title=f"tile {tile[0]}x{tile[1]}, objective {ev.objective:.6g}" if ev.feasible else "infeasible plan")

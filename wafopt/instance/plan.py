@@ -154,7 +154,7 @@ def draw(scenario: Scenario, plan: dict | None, ax) -> None:
                 labels[tuple(d)] = f"S{i}" if len(plan["pipelines"]) == 1 else f"{r}.{i}"
     ev = evaluate("plan", scenario, plan)
     loads = {(tuple(a), tuple(b)): v for a, b, v in ev.details.get("link_loads", [])}
-    arrows = [(tuple(o["sender"]), tuple(o["helper"]), "tab:red") for o in plan.get("offload", [])]
+    arrows = [(tuple(o["sender"]), tuple(o["helper"]), "black") for o in plan.get("offload", [])]
     t = ev.details.get("iteration_time_s")
     draw_mesh(ax, mesh, groups, labels, loads, arrows,
               title=f"{scenario.llm.name} on {scenario.wafer.name}: tp={plan.get('tp')} pp={plan.get('pp')}"

@@ -94,4 +94,5 @@ def draw(instance: TatpInstance, plan: dict | None, ax) -> None:
         if ev.feasible:
             title += (f": cost {ev.objective:g}, {ev.details['physical_rings']} physical rings, "
                       f"tail {ev.details['tail_hops']} hops")
-    draw_mesh(ax, instance.mesh, groups=groups, labels=labels, arrows=arrows, title=title)
+    draw_mesh(ax, instance.mesh, groups=groups, labels=labels, arrows=arrows, title=title,
+              arrow_label="ring step longer than one hop")
