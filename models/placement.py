@@ -1,6 +1,7 @@
-"""Exact placement models (docs/placement.md): pyomo MILP (HiGHS), CP-SAT, Gilmore-Lawler bound.
+"""Exact placement models (docs/placement.md): pyomo MILP (HiGHS), CP-SAT, Gilmore-Lawler bound,
+RLT-1 LP bound (highspy interior point).
 
-All three minimize the base objective sum_{i<j} C[i][j] * D(slot i, slot j) on each candidate tile
+All of them minimize (or bound) the base objective sum_{i<j} C[i][j] * D(slot i, slot j) on each candidate tile
 shape (Layout); it is a proven lower bound of the full Eq. 2 objective. Shared pieces:
 - Gilmore-Lawler values L[i][k] (the cheapest way stage i in slot k can talk to all other stages)
   give the GL bound and the per-stage "star" cuts  sum_{j} C[i][j] d_ij >= sum_k L[i][k] x_ik;
@@ -12,7 +13,9 @@ shape (Layout); it is a proven lower bound of the full Eq. 2 objective. Shared p
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -461,3 +464,185 @@ def glb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     bound = min(bounds.values())
     status = "optimal" if best_value <= bound * (1 + 1e-9) + 1e-9 else "feasible"
     return MethodResult(best_plan, status, bound, "gilmore-lawler", stats={"bounds": bounds})
+
+
+
+# --- RLT-1 (Adams-Johnson) LP bound ---------------------------------------------------------------------
+
+RLT1_MARGIN = 1e-9      # relative safety margin on the floating-point Lagrangian bound
+
+
+@dataclass
+class Rlt1Lp:
+    """The RLT-1 LP of one tile shape as arrays: min cost . z subject to row_lower <= A z <= row_upper
+    and col_lower <= z <= col_upper, A column-wise (CSC: start, index, value)."""
+
+    cost: np.ndarray
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+    start: np.ndarray
+    index: np.ndarray
+    value: np.ndarray
+    pairs: int            # stage pairs with product variables
+    integral: bool        # integer C and D: every base objective value is an integer
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.row_lower), len(self.cost)
+
+
+def rlt1_pairs(C: np.ndarray, all_pairs: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Stage pairs i < j that get product variables: all of them, or only those with C[i][j] > 0."""
+    iu, ju = np.triu_indices(C.shape[0], 1)
+    if all_pairs:
+        return iu, ju
+    keep = C[iu, ju] > 0
+    return iu[keep], ju[keep]
+
+
+def build_rlt1(inst: PlacementInstance, lay: Layout, all_pairs: bool = False) -> Rlt1Lp:
+    """LP relaxation of the Adams-Johnson RLT-1 model of the base objective (docs/placement.md)."""
+    # data
+    C, D = inst.weights, lay.distance
+    n, m = inst.stages, len(lay.slots)
+    pi, pj = rlt1_pairs(C, all_pairs)
+    P = len(pi)
+    qk, ql = np.nonzero(~np.eye(m, dtype=bool))       # ordered slot pairs q = (k, l), k != l, row-major
+    Q = len(qk)
+    q_reverse = ql * (m - 1) + qk - (qk > ql)         # index of (l, k)
+    degree = np.bincount(np.concatenate([pi, pj]), minlength=n)
+
+    # variables
+    nx = n * m                                        # x[i,k] (column i*m + k): stage i in slot k
+    yp, yq = np.divmod(np.arange(P * Q), Q)           # y[p,q] (column nx + p*Q + q) = x[i_p, k_q] x[j_p, l_q]
+    ncol = nx + P * Q
+    cost = np.concatenate([np.zeros(nx), C[pi[yp], pj[yp]] * D[qk[yq], ql[yq]]])
+    col_lower, col_upper = np.zeros(ncol), np.ones(ncol)
+    a = anchor(C)
+    reps = orbit_representatives(lay.symmetries, m)
+    col_upper[a * m + np.setdiff1d(np.arange(m), reps)] = 0.0   # symmetry breaking
+
+    # constraints: (first row, count, lower, upper) per family, then the entries (row, column, coefficient)
+    one_slot, one_stage = 0, n                        # sum_k x[i,k] = 1;  sum_i x[i,k] <= 1 (= 1 if m == n)
+    from_i = n + m                                    # sum_l y[p,(k,l)] = x[i_p, k]
+    to_j = from_i + P * m                             # sum_k y[p,(k,l)] = x[j_p, l]
+    stage_sum = to_j + P * m                          # sum_{j != i} y(i at k, j at l) <= x[i,k] (= if complete)
+    nrow = stage_sum + n * Q
+    complete = (degree == n - 1) & (m == n)           # every partner of stage i has a y and every slot is used
+    row_lower = np.concatenate([np.ones(n), np.ones(m) if m == n else np.full(m, -np.inf),
+                                np.zeros(2 * P * m), np.where(np.repeat(complete, Q), 0.0, -np.inf)])
+    row_upper = np.concatenate([np.ones(n + m), np.zeros(2 * P * m + n * Q)])
+
+    xi, xk = np.divmod(np.arange(nx), m)
+    pm, km = np.divmod(np.arange(P * m), m)
+    iq, qq = np.divmod(np.arange(n * Q), Q)
+    ycol = nx + np.arange(P * Q)
+    rows = [one_slot + xi, one_stage + xk, from_i + pm * m + km, to_j + pm * m + km, stage_sum + iq * Q + qq,
+            from_i + yp * m + qk[yq], to_j + yp * m + ql[yq],
+            stage_sum + pi[yp] * Q + yq, stage_sum + pj[yp] * Q + q_reverse[yq]]
+    cols = [np.arange(nx), np.arange(nx), pi[pm] * m + km, pj[pm] * m + km, iq * m + qk[qq],
+            ycol, ycol, ycol, ycol]
+    vals = [1.0, 1.0, -1.0, -1.0, -1.0, 1.0, 1.0, 1.0, 1.0]
+    row = np.concatenate(rows)
+    col = np.concatenate(cols)
+    val = np.concatenate([np.full(len(r), v) for r, v in zip(rows, vals)])
+    order = np.argsort(col, kind="stable")
+    start = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=ncol))])
+    integral = bool(np.all(C == np.round(C)) and np.all(D == np.round(D)) and C.sum() * D.max() < 2.0 ** 52)
+    return Rlt1Lp(cost, col_lower, col_upper, row_lower, row_upper, start.astype(np.int32),
+                  row[order].astype(np.int32), val[order], P, integral)
+
+
+def lagrangian_bound(lp: Rlt1Lp, row_dual: np.ndarray) -> float:
+    """Weak duality for ANY row prices pi (no optimality or feasibility of the LP solution needed):
+    min c.z >= min_{r in [row_lower, row_upper]} pi.r + min_{z in [col_lower, col_upper]} (c - A^T pi).z.
+    Prices that would need an infinite row bound are set to 0; the sum is exact (fsum) and reduced by
+    RLT1_MARGIN times the sum of the magnitudes of its terms (the rounding of c - A^T pi)."""
+    pi = np.array(row_dual, dtype=float)
+    pi[(pi > 0) & ~np.isfinite(lp.row_lower)] = 0.0
+    pi[(pi < 0) & ~np.isfinite(lp.row_upper)] = 0.0
+    row_term = np.where(pi > 0, pi * np.nan_to_num(lp.row_lower, neginf=0.0),
+                        pi * np.nan_to_num(lp.row_upper, posinf=0.0))
+    column = np.repeat(np.arange(len(lp.cost)), np.diff(lp.start))
+    reduced = lp.cost - np.bincount(column, weights=lp.value * pi[lp.index], minlength=len(lp.cost))
+    col_term = np.where(reduced > 0, reduced * lp.col_lower, reduced * lp.col_upper)
+    terms = np.concatenate([row_term, col_term])
+    return math.fsum(terms) - RLT1_MARGIN * math.fsum(np.abs(terms))
+
+
+def solve_rlt1(lp: Rlt1Lp, options: SolveOptions, time_limit: float | None) -> dict:
+    """HiGHS interior point without crossover; the bound is the Lagrangian bound of its row duals
+    (valid whether or not HiGHS reached optimality), rounded up when the data are integral."""
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("solver", "ipm")
+    h.setOptionValue("run_crossover", "off")
+    h.setOptionValue("random_seed", int(options.seed) % 2147483647)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(1e-3, float(time_limit)))
+    nrow, ncol = lp.shape
+    model = highspy.HighsLp()
+    model.num_col_, model.num_row_ = ncol, nrow
+    model.col_cost_, model.col_lower_, model.col_upper_ = lp.cost, lp.col_lower, lp.col_upper
+    model.row_lower_, model.row_upper_ = lp.row_lower, lp.row_upper
+    matrix = model.a_matrix_
+    matrix.format_, matrix.num_col_, matrix.num_row_ = highspy.MatrixFormat.kColwise, ncol, nrow
+    matrix.start_, matrix.index_, matrix.value_ = lp.start, lp.index, lp.value
+    model.a_matrix_ = matrix
+    h.passModel(model)
+    started = time.monotonic()
+    h.run()
+    out = {"highs_status": h.modelStatusToString(h.getModelStatus()), "solve_s": round(time.monotonic() - started, 2),
+           "lp_objective": None, "lagrangian_bound": None, "bound": None}
+    solution = h.getSolution()
+    if solution.dual_valid:
+        out["lp_objective"] = float(h.getInfo().objective_function_value)
+        bound = lagrangian_bound(lp, np.asarray(solution.row_dual))
+        out["lagrangian_bound"] = bound
+        out["bound"] = float(math.ceil(bound)) if lp.integral else bound
+    return out
+
+
+def rlt1(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
+    """The RLT-1 LP bound (min over tile shapes, never below Gilmore-Lawler) of the base objective, with
+    the local-search plan of the warm start; `optimal` only when the bound meets that plan."""
+    from wafopt.models.solvers import highs_version
+
+    started = time.monotonic()
+    report, fallback = {}, []
+
+    def solve_one(lay, fit, L, start, limit):
+        tile = f"{lay.tile[0]}x{lay.tile[1]}"
+        remaining = options.remaining(started)
+        limit = remaining if limit is None else min(limit, remaining if remaining is not None else limit)
+        built = time.monotonic()
+        lp = build_rlt1(inst, lay)
+        build_s = time.monotonic() - built
+        if limit is not None:
+            limit -= build_s
+        options.progress(f"rlt1 tile {tile}: LP {lp.shape[0]} rows x {lp.shape[1]} columns, interior point",
+                         force=True)
+        out = solve_rlt1(lp, options, limit) if limit is None or limit > 0 else {
+            "highs_status": "not started (time limit)", "bound": None}
+        report[tile] = {"rows": lp.shape[0], "columns": lp.shape[1], "nonzeros": len(lp.value),
+                        "build_s": round(build_s, 2), **out}
+        bound = out["bound"]
+        if bound is None or out["highs_status"] != "Optimal":
+            fallback.append(f"{tile}: {out['highs_status']}")
+        if bound is None:
+            return None, "feasible", None
+        base = float(fit.base(start[None, :inst.stages])[0])
+        return None, "optimal" if bound >= base - 1e-9 * max(1.0, abs(base)) else "feasible", bound
+
+    result = _solve_layouts(inst, options, solve_one, f"{highs_version()} ipm")
+    for tile, stats in result.stats["layouts"].items():
+        stats["rlt1"] = report.get(tile)
+    if fallback:
+        note = ("RLT-1 LP not solved to optimality (" + "; ".join(fallback) + "): the bound is "
+                "max(Gilmore-Lawler, Lagrangian bound of the IPM's last duals) there")
+        result.message = f"{result.message}; {note}" if result.message else note
+    return result

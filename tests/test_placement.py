@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from itertools import permutations
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from wafopt.errors import InstanceError
 from wafopt.evaluate import evaluate
-from wafopt.instance import parse_instance
+from wafopt.instance import load, parse_instance
 from wafopt.runner import run
 from wafopt.solve import SolveOptions
 
@@ -119,6 +120,46 @@ def test_baselines_and_bound(tiny, method):
     assert sol.objective >= optimum - TOL
     if method == "glb":
         assert sol.bound <= optimum + TOL
+
+
+def test_rlt1_bound_between_gilmore_lawler_and_the_optimum(tiny):
+    lo, optimum = tiny
+    sol = solve(lo, "rlt1", time_limit=20)
+    glb = solve(lo, "glb").bound
+    assert glb - TOL <= sol.bound <= optimum + TOL
+    assert sol.objective >= optimum - TOL and sol.status in ("optimal", "feasible")
+    assert (sol.status == "optimal") == (sol.objective <= sol.bound + TOL)
+    for stats in sol.stats["layouts"].values():
+        lp = stats["rlt1"]
+        assert lp["highs_status"] == "Optimal"
+        # the certified (Lagrangian) bound agrees with HiGHS' LP optimum up to IPM tolerances
+        assert lp["lagrangian_bound"] <= lp["lp_objective"] + 1e-6 * max(1.0, abs(lp["lp_objective"]))
+        assert lp["lagrangian_bound"] >= lp["lp_objective"] - 1e-4 * max(1.0, abs(lp["lp_objective"]))
+
+
+def test_rlt1_lagrangian_bound_is_valid_for_any_prices():
+    from models.placement import build_rlt1, lagrangian_bound
+
+    lo = loaded(**TINY["1x2-fault-n5"])      # m > n slots: inequality rows
+    lp = build_rlt1(lo.instance, lo.instance.layouts[0])
+    optimum = brute_force(lo.instance, full=False)
+    prices = np.random.default_rng(3).normal(size=(20, lp.shape[0]))
+    assert all(lagrangian_bound(lp, pi) <= optimum + TOL for pi in prices)
+    assert lagrangian_bound(lp, np.zeros(lp.shape[0])) == pytest.approx(0.0)
+
+
+def test_rlt1_falls_back_to_gilmore_lawler_without_time():
+    lo = loaded(**TINY["dense-n6"])
+    sol = solve(lo, "rlt1", time_limit=1e-4)
+    assert sol.bound == pytest.approx(solve(lo, "glb").bound)
+    assert "Gilmore-Lawler" in sol.message
+
+
+def test_rlt1_beats_gilmore_lawler_on_nug12():
+    path = Path(__file__).resolve().parents[1] / "instances" / "placement" / "qaplib" / "nug12.yaml"
+    sol = solve(load(path), "rlt1", time_limit=60)
+    assert sol.bound > 493.0 and sol.bound <= 578.0     # GLB 493 (test_qaplib), optimum 578
+    assert sol.objective >= 578.0 - TOL
 
 
 def test_mem_pairs_full_objective_against_brute_force():

@@ -39,6 +39,7 @@ METHODS = {
     "local": "wafopt.heuristics.placement:local",
     "ga": "wafopt.heuristics.placement:ga",
     "glb": "wafopt.models.placement:glb",
+    "rlt1": "wafopt.models.placement:rlt1",
     "milp": "wafopt.models.placement:milp",
     "cpsat": "wafopt.models.placement:cpsat",
 }
