@@ -55,6 +55,15 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="solver logs on stderr")
 
 
+def _methods_help() -> str:
+    """'problem: method, method; ...' from the problem registry."""
+    from importlib import import_module
+
+    from wafopt.instance import PROBLEMS
+
+    return "; ".join(f"{p}: {', '.join(import_module(m).METHODS)}" for p, m in PROBLEMS.items())
+
+
 def _load(path: str, problem: str | None = None):
     from wafopt.instance import derive, load
 
@@ -106,10 +115,7 @@ class Solve(Command):
 
     def add_arguments(self, p):
         p.add_argument("instance", metavar="INSTANCE")
-        p.add_argument("--method", required=True,
-                       help="plan: megatron, uniform, gcmr; placement: serpentine, rowmajor, local, ga, glb, milp, "
-                            "cpsat; recompute: milp, cpsat, dp, uniform, full, none; mem_pair: milp, cpsat, lp, "
-                            "greedy; tatp: cpsat, milp, tiles, snake, ga; routing: xy, tcme, milp, cpsat")
+        p.add_argument("--method", required=True, help=_methods_help())
         _add_solve_options(p)
         p.add_argument("--warm-start", metavar="SOLUTION", help="start exact methods from this plan")
         p.add_argument("--out", metavar="FILE", help="default: solutions/<instance-stem>.<method>.json")
