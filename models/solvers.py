@@ -154,12 +154,10 @@ def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: floa
     if code == cp_model.MODEL_INVALID:
         raise RuntimeError(f"CP-SAT model invalid: {model.Validate()}")
     # CP-SAT catches Ctrl-C and returns its incumbent; it stops early for no other reason here
-    if limit is None or solver.WallTime() < 0.95 * limit:
-        options.interrupted = True
-        return (Outcome("feasible" if has_solution else "unknown", bound, has_solution, cpsat_version(),
-                        "CP-SAT stopped by Ctrl-C"), solver)
-    return (Outcome("feasible" if has_solution else "unknown", bound, has_solution, cpsat_version(),
-                    "CP-SAT stopped at the time limit"), solver)
+    stopped_early = limit is None or solver.WallTime() < 0.95 * limit
+    options.interrupted |= stopped_early
+    why = "CP-SAT stopped by Ctrl-C" if stopped_early else "CP-SAT stopped at the time limit"
+    return Outcome("feasible" if has_solution else "unknown", bound, has_solution, cpsat_version(), why), solver
 
 
 def milp_method(model, options: SolveOptions, start: dict | None, set_start, decode):

@@ -134,3 +134,14 @@ def test_solve_help_lists_every_method():
     text = " ".join(text.split())
     for problem, module in PROBLEMS.items():
         assert f"{problem}: {', '.join(import_module(module).METHODS)}" in text, problem
+
+
+def test_readme_lists_every_method(at_root):
+    from importlib import import_module
+
+    from wafopt.instance import PROBLEMS
+
+    readme = (at_root / "README.md").read_text()
+    for problem, module in PROBLEMS.items():
+        row = f"| `{problem}` | {', '.join(f'`{m}`' for m in import_module(module).METHODS)} |"
+        assert row in readme, row

@@ -373,13 +373,12 @@ class TatpReport(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
+        from wafopt.instance import problem_module
         from wafopt.tatp_scenario import render, report
 
         loaded = _load(args.scenario)
         if loaded.problem != "plan":
             raise InstanceError(f"needs a scenario (problem: plan), got problem: {loaded.problem}", args.scenario)
-        from wafopt.instance import problem_module
-
         if args.detour < 0:
             raise InstanceError(f"must be >= 0, got {args.detour}", "--detour")
         combos = []

@@ -26,27 +26,27 @@ def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
     """Run `method`; on Ctrl-C keep the best plan reported so far (status feasible, bound kept)."""
     fn = method_function(loaded, method)
     started = time.perf_counter()
-    interrupted = False
     stop = threading.Event()
     if not options.quiet:
         threading.Thread(target=_heartbeat, args=(method, options, stop), daemon=True).start()
     try:
         result: MethodResult = fn(loaded.instance, options)
     except KeyboardInterrupt:
-        interrupted = True
+        options.interrupted = True
         result = MethodResult(options._incumbent, "feasible" if options._incumbent else "unknown",
-                              options._incumbent_bound, "interrupted", "interrupted by the user (Ctrl-C); "
-                              "best plan found so far")
+                              options._incumbent_bound, "interrupted")
     finally:
         stop.set()
     elapsed = time.perf_counter() - started
     solution = finish(loaded, method, result, elapsed, options)
-    if interrupted or options.interrupted:
+    if options.interrupted:  # set here, or by a solver that stopped on Ctrl-C itself
         solution.stats["interrupted"] = True
-        if "interrupted" not in solution.message:
-            solution.message = (solution.message + "; " if solution.message else "") + \
-                "interrupted by the user (Ctrl-C): best plan found so far"
+        solution.message = _note(solution.message, "interrupted by the user (Ctrl-C): best plan found so far")
     return solution
+
+
+def _note(message: str, text: str) -> str:
+    return f"{message}; {text}" if message else text
 
 
 def _heartbeat(method: str, options: SolveOptions, stop: threading.Event, every: float = 15.0) -> None:
@@ -75,23 +75,21 @@ def finish(loaded: Loaded, method: str, result: MethodResult, elapsed: float,
         status = "unknown"
     elif not ev.feasible:
         status = "unknown"
-        message = (message + "; " if message else "") + "the evaluator rejected the plan: " + \
-            "; ".join(ev.violations[:3])
+        message = _note(message, "the evaluator rejected the plan: " + "; ".join(ev.violations[:3]))
     else:
         gap = relative_gap(objective, bound)
         if gap is not None and gap < -OPTIMALITY_TOLERANCE:
             status, bound = "feasible", None  # a "bound" above a feasible plan's objective proves nothing
-            message = (message + "; " if message else "") + \
-                f"the reported bound {result.bound} exceeds the evaluated objective {objective}: discarded"
+            message = _note(message, f"the reported bound {result.bound} exceeds the evaluated objective "
+                                     f"{objective}: discarded")
         elif status == "optimal" and (gap is None or gap > OPTIMALITY_TOLERANCE):
             status = "feasible"
-            message = (message + "; " if message else "") + \
-                "claimed optimal but the evaluated objective exceeds the proven bound"
+            message = _note(message, "claimed optimal but the evaluated objective exceeds the proven bound")
         elif status in ("unknown", "feasible"):
             status = "feasible"
             if gap == 0.0:  # a proven bound equal to the evaluated objective is a proof of optimality
                 status = "optimal"
-                message = (message + "; " if message else "") + "optimal: the proven bound equals the objective"
+                message = _note(message, "optimal: the proven bound equals the objective")
     gap = relative_gap(objective, bound) if status in ("optimal", "feasible") else None
     return Solution(
         problem=loaded.problem, instance=loaded.path, instance_sha256=loaded.sha256, method=method,
