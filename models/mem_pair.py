@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 
 from wafopt.heuristics.mem_pair import flow_chunks, greedy_chunks, respects_k
-from wafopt.instance.mem_pair import MemPairInstance
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.problems.mem_pair.instance import MemPairInstance
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 
 # --- shared -----------------------------------------------------------------------------------------
@@ -33,7 +34,7 @@ def plan_of(inst: MemPairInstance, chunks: dict[tuple[int, int], int]) -> dict:
 
 def chunks_of(inst: MemPairInstance, plan: dict) -> dict[tuple[int, int], int]:
     """Whole chunks per (sender, helper) of a plan, read as the evaluator reads it."""
-    from wafopt.evaluate.mem_pair import read_chunks
+    from wafopt.problems.mem_pair.evaluate import read_chunks
 
     return read_chunks(inst, plan)[0]
 
@@ -108,7 +109,7 @@ def decode_milp(model) -> tuple[dict[tuple[int, int], int], float]:
 
 
 def solve_milp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.solvers import highs_version, milp_method
+    from wafopt.solvers.backends import highs_version, milp_method
 
     early = early_infeasible(inst, highs_version())
     if early:
@@ -121,7 +122,7 @@ def solve_milp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
 def solve_lp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
     """Transportation LP without K: integral vertices (totally unimodular), so optimal without K;
     with K its value is a lower bound and its plan counts only if it happens to respect K."""
-    from wafopt.models.solvers import highs_version, solve_pyomo
+    from wafopt.solvers.backends import highs_version, solve_pyomo
 
     early = early_infeasible(inst, highs_version())
     if early:
@@ -192,7 +193,7 @@ def decode_cpsat(values, y) -> dict[tuple[int, int], int]:
 
 
 def solve_cpsat(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.solvers import cpsat_version, solve_cpsat as run_cpsat
+    from wafopt.solvers.backends import cpsat_version, solve_cpsat as run_cpsat
 
     early = early_infeasible(inst, cpsat_version())
     if early:

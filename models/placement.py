@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from wafopt.heuristics.placement import Fitness, descend, iterated_descent
-from wafopt.instance.placement import Layout, PlacementInstance
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.problems.placement.instance import Layout, PlacementInstance
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 EDGE_LINEARIZATION_MAX_VARS = 60_000  # above this the MILP uses the compact Manhattan model
 WARM_START_S = 2.0                    # budget of the local-search warm start (when none is given)
@@ -259,7 +260,7 @@ def decode_milp(M, n: int, m: int) -> np.ndarray:
 
 
 def milp(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.solvers import highs_version, solve_pyomo
+    from wafopt.solvers.backends import highs_version, solve_pyomo
 
     def solve_one(lay, fit, L, start, limit):
         n, m = inst.stages, len(lay.slots)
@@ -278,7 +279,7 @@ def milp(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
 def integer_scale(values: np.ndarray) -> tuple[float, bool]:
     """A factor s = 10^k / g making every value an integer exactly (exact=True), else s with
     max(value) * s ~ 1e6 and the caller floors (a conservative bound)."""
-    from wafopt.models.solvers import decimal_scale
+    from wafopt.core.numeric import decimal_scale
 
     values = values[values > 0]
     if values.size == 0:
@@ -397,7 +398,7 @@ def conflict_penalty(model, fit: Fitness, slot, d, E, dmax: int, scale: float):
 
 
 def cpsat(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.solvers import cpsat_version, solve_cpsat
+    from wafopt.solvers.backends import cpsat_version, solve_cpsat
 
     volumes = np.concatenate([np.triu(inst.weights, 1).ravel(), [v for _, _, v in inst.pairs]])
     scale, exact = integer_scale(volumes)
@@ -610,7 +611,7 @@ def solve_rlt1(lp: Rlt1Lp, options: SolveOptions, time_limit: float | None) -> d
 def rlt1(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     """The RLT-1 LP bound (min over tile shapes, never below Gilmore-Lawler) of the base objective, with
     the local-search plan of the warm start; `optimal` only when the bound meets that plan."""
-    from wafopt.models.solvers import highs_version
+    from wafopt.solvers.backends import highs_version
 
     started = time.monotonic()
     report, fallback = {}, []

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 
-from wafopt.instance.recompute import RecomputeInstance
-from wafopt.models.solvers import decimal_scale
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.problems.recompute.instance import RecomputeInstance
+from wafopt.core.numeric import decimal_scale
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 # --- shared -----------------------------------------------------------------------------------
 
@@ -90,7 +91,7 @@ def decode_milp(model, inst: RecomputeInstance) -> dict:
 
 
 def solve_milp(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.solvers import highs_version, milp_method
+    from wafopt.solvers.backends import highs_version, milp_method
 
     early = infeasible_result(inst, highs_version())
     if early:
@@ -167,7 +168,7 @@ def decode_cpsat(values, x, inst: RecomputeInstance) -> dict:
 
 
 def solve_cpsat(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.solvers import cpsat_version, solve_cpsat as run_cpsat
+    from wafopt.solvers.backends import cpsat_version, solve_cpsat as run_cpsat
 
     early = infeasible_result(inst, cpsat_version())
     if early:

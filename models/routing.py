@@ -10,9 +10,10 @@ import time
 from dataclasses import dataclass
 
 from wafopt.heuristics.routing import endpoint_bound, routes_plan, tcme_routes, xy_routes
-from wafopt.mesh import Die, Link
-from wafopt.models.solvers import solve_cpsat as run_cpsat, solve_pyomo
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.hardware.mesh import Die, Link
+from wafopt.solvers.backends import solve_cpsat as run_cpsat, solve_pyomo
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 HINT_SHARE = 0.2  # share of the time limit the TCME start may use
 
@@ -50,7 +51,7 @@ def build_data(instance) -> Data:
 
 def start_routes(instance, options: SolveOptions) -> list[list[Die]]:
     """Warm start if feasible, else TCME from XY."""
-    from wafopt.evaluate.routing import evaluate
+    from wafopt.problems.routing.evaluate import evaluate
 
     if options.warm_start is not None and evaluate(instance, options.warm_start).feasible:
         return [[tuple(d) for d in p] for p in options.warm_start["routes"]]
@@ -158,7 +159,7 @@ def integer_volumes(volumes: list[float]) -> tuple[list[int], float, bool]:
     """Volumes as integers: exact with a power-of-ten scale when one makes them integral (and
     small enough), else floored at scale 1e6 / max volume, which makes the model's optimum a lower
     bound only. Returns (integer volumes, scale, exact)."""
-    from wafopt.models.solvers import decimal_scale
+    from wafopt.core.numeric import decimal_scale
 
     scale = decimal_scale(volumes, max_digits=6, limit=2.0 ** 50 / max(1, len(volumes)))
     if scale is not None:

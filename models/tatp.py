@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wafopt.evaluate.tatp import read_groups, ring_cost
+from wafopt.problems.tatp.evaluate import read_groups, ring_cost
 from wafopt.heuristics.tatp import groups_plan, tile_groups
-from wafopt.mesh import Die
-from wafopt.models.solvers import solve_cpsat as run_cpsat, solve_pyomo
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.hardware.mesh import Die
+from wafopt.solvers.backends import solve_cpsat as run_cpsat, solve_pyomo
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 HINT_SHARE = 0.2          # share of the time limit the heuristic start may use
 MAX_COLUMNS = 150_000     # ring-column model: most enumerated rings before falling back
@@ -54,7 +55,7 @@ def build_data(instance, start_cost: int) -> Data:
 
 def start_plan(instance, options: SolveOptions) -> list[list[Die]]:
     """The warm start if it is a feasible plan of this instance, else the tiles heuristic."""
-    from wafopt.evaluate.tatp import evaluate
+    from wafopt.problems.tatp.evaluate import evaluate
 
     if options.warm_start is not None:
         ev = evaluate(instance, options.warm_start)
@@ -390,7 +391,7 @@ def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None):
 
 def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
     """Ring-column model (CP-SAT) first; the circuit model only when the enumeration is too large."""
-    from wafopt.models.solvers import cpsat_version
+    from wafopt.solvers.backends import cpsat_version
 
     started, search, stats, done = column_phase(instance, options, solve_columns_cpsat, cpsat_version())
     return done or circuit_cpsat(instance, options, started, search, stats)
@@ -524,7 +525,7 @@ def decode_milp(m, data: Data) -> list[list[Die]]:
 
 def solve_milp(instance, options: SolveOptions) -> MethodResult:
     """Ring-column model (HiGHS) first; the flow MILP only when the enumeration is too large."""
-    from wafopt.models.solvers import highs_version
+    from wafopt.solvers.backends import highs_version
 
     started, search, stats, done = column_phase(instance, options, solve_columns_milp, highs_version())
     if done:

@@ -2,10 +2,10 @@
 
 import pytest
 
-from wafopt.catalog import (GB, TB_PER_S, TFLOPS, LLM, Wafer, llm_presets, resolve_llm,
+from wafopt.hardware.catalog import (GB, TB_PER_S, TFLOPS, LLM, Wafer, llm_presets, resolve_llm,
                             resolve_wafer, wafer_presets)
-from wafopt.errors import InstanceError
-from wafopt.mesh import Mesh
+from wafopt.core.errors import InstanceError
+from wafopt.hardware.mesh import Mesh
 
 LLM_NAMES = {"gpt3-6.7b", "gpt3-76b", "gpt3-175b", "llama2-7b", "llama-30b", "llama3-70b",
              "opt-175b", "llama3-405b", "gshard-137b", "deepseek-v3"}

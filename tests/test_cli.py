@@ -126,22 +126,20 @@ def test_exponent_numbers_in_yaml(tmp_path, capsys):
 
 def test_solve_help_lists_every_method():
     from wafopt.cli import build_parser
-    from importlib import import_module
 
-    from wafopt.instance import PROBLEMS
+    from wafopt.core.registry import PROBLEMS, methods
 
     text = build_parser()._subparsers._group_actions[0].choices["solve"].format_help()
     text = " ".join(text.split())
     for problem, module in PROBLEMS.items():
-        assert f"{problem}: {', '.join(import_module(module).METHODS)}" in text, problem
+        assert f"{problem}: {', '.join(methods(problem))}" in text, problem
 
 
 def test_readme_lists_every_method(at_root):
-    from importlib import import_module
 
-    from wafopt.instance import PROBLEMS
+    from wafopt.core.registry import PROBLEMS, methods
 
     readme = (at_root / "README.md").read_text()
     for problem, module in PROBLEMS.items():
-        row = f"| `{problem}` | {', '.join(f'`{m}`' for m in import_module(module).METHODS)} |"
+        row = f"| `{problem}` | {', '.join(f'`{m}`' for m in methods(problem))} |"
         assert row in readme, row

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from wafopt.errors import InstanceError
-from wafopt.evaluate import evaluate
-from wafopt.instance import Loaded, load, parse_instance
-from wafopt.instance.mem_pair import Helper, MemPairInstance, Sender, generate, to_mapping
-from wafopt.mesh import Mesh
-from wafopt.runner import run
-from wafopt.solve import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems import evaluate
+from wafopt.problems import Loaded, load, parse_instance
+from wafopt.problems.mem_pair.instance import Helper, MemPairInstance, Sender, generate, to_mapping
+from wafopt.hardware.mesh import Mesh
+from wafopt.compose.runner import run
+from wafopt.core.budget import SolveOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "instances" / "mem_pair" / "mp-example.yaml"
@@ -177,5 +177,5 @@ def test_shipped_generated_instances_come_from_the_seeded_generator():
     for path in sorted((ROOT / "instances" / "mem_pair").glob("mp-g*.yaml")):
         data = load(path).data
         call = data["source"]
-        assert call.startswith("wafopt.instance.mem_pair.generate(")
-        assert eval(call.replace("wafopt.instance.mem_pair.", ""), {"generate": generate}) == load(path).instance
+        assert call.startswith("wafopt.problems.mem_pair.instance.generate(")
+        assert eval(call.replace("wafopt.problems.mem_pair.instance.", ""), {"generate": generate}) == load(path).instance

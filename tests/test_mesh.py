@@ -2,8 +2,8 @@
 
 import pytest
 
-from wafopt.errors import InstanceError
-from wafopt.mesh import Mesh
+from wafopt.core.errors import InstanceError
+from wafopt.hardware.mesh import Mesh
 
 
 def test_manhattan_without_faults():

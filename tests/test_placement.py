@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wafopt.errors import InstanceError
-from wafopt.evaluate import evaluate
-from wafopt.instance import load, parse_instance
-from wafopt.runner import run
-from wafopt.solve import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems import evaluate
+from wafopt.problems import load, parse_instance
+from wafopt.compose.runner import run
+from wafopt.core.budget import SolveOptions
 
 TOL = 1e-6
 
@@ -294,7 +294,7 @@ def test_fitness_matches_evaluator_on_random_assignments():
 # --- scenario coupling ------------------------------------------------------------------------------------------
 
 def test_from_scenario_flows_tiles_and_replicas():
-    from wafopt.instance import derive
+    from wafopt.compose.derive import derive
 
     scenario = parse_instance({"problem": "plan", "wafer": "watos-config3", "model": "gpt3-6.7b",
                                "training": {"seq": 2048, "micro_batch": 1, "global_batch": 64},

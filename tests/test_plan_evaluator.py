@@ -2,11 +2,11 @@
 
 import pytest
 
-from wafopt.errors import InstanceError
-from wafopt.evaluate import evaluate
-from wafopt.instance import parse_instance
-from wafopt.runner import run
-from wafopt.solve import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems import evaluate
+from wafopt.problems import parse_instance
+from wafopt.compose.runner import run
+from wafopt.core.budget import SolveOptions
 
 TINY = {
     "problem": "plan",
@@ -97,7 +97,7 @@ def test_memory_overflow_is_a_violation():
 
 
 def test_megatron_baseline_is_evaluated(scenario):
-    from wafopt.instance import Loaded
+    from wafopt.problems import Loaded
 
     loaded = Loaded(None, "plan", scenario, TINY, None, "tiny")
     sol = run(loaded, "megatron", SolveOptions(quiet=True))
@@ -113,7 +113,7 @@ def test_nan_offload_is_malformed_not_feasible(scenario):
 
 
 def test_uniform_baseline_sits_between_megatron_and_gcmr(at_root):
-    from wafopt.instance import load
+    from wafopt.problems import load
 
     loaded = load("instances/plan/gpt3-175b-config3.yaml")
     opts = SolveOptions(quiet=True, time_limit=20)

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wafopt import qaplib
-from wafopt.errors import InstanceError
-from wafopt.evaluate import evaluate
-from wafopt.instance import load, parse_instance
-from wafopt.runner import run
-from wafopt.solve import SolveOptions
+from wafopt.problems.placement import qaplib
+from wafopt.core.errors import InstanceError
+from wafopt.problems import evaluate
+from wafopt.problems import load, parse_instance
+from wafopt.compose.runner import run
+from wafopt.core.budget import SolveOptions
 
 QAPLIB = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "qaplib"
 SHIPPED = Path(__file__).resolve().parents[1] / "instances" / "placement" / "qaplib"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from wafopt.errors import InstanceError
-from wafopt.evaluate import evaluate
-from wafopt.instance import Loaded, load, parse_instance
-from wafopt.instance.recompute import RecomputeInstance, Stage, Unit, from_scenario, generate, to_mapping
-from wafopt.runner import run
-from wafopt.solve import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems import evaluate
+from wafopt.problems import Loaded, load, parse_instance
+from wafopt.problems.recompute.instance import RecomputeInstance, Stage, Unit, from_scenario, generate, to_mapping
+from wafopt.compose.runner import run
+from wafopt.core.budget import SolveOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "instances" / "recompute" / "rc-example-local.yaml"
@@ -173,8 +173,8 @@ def test_shipped_generated_instances_come_from_the_seeded_generator():
     for path in sorted((ROOT / "instances" / "recompute").glob("rc-g*.yaml")):
         data = load(path).data
         call = data["source"]
-        assert call.startswith("wafopt.instance.recompute.generate(")
-        assert eval(call.replace("wafopt.instance.recompute.", ""), {"generate": generate}) == load(path).instance
+        assert call.startswith("wafopt.problems.recompute.instance.generate(")
+        assert eval(call.replace("wafopt.problems.recompute.instance.", ""), {"generate": generate}) == load(path).instance
 
 
 def test_gcmr_chain_on_a_scenario_is_feasible_and_beats_the_megatron_baseline():

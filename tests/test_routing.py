@@ -6,13 +6,13 @@ import itertools
 
 import pytest
 
-from wafopt.errors import InstanceError
-from wafopt.evaluate import evaluate
-from wafopt.instance import parse_instance
-from wafopt.instance.routing import flows_for_groups
-from wafopt.mesh import Mesh
-from wafopt.runner import run
-from wafopt.solve import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems import evaluate
+from wafopt.problems import parse_instance
+from wafopt.problems.routing.instance import flows_for_groups
+from wafopt.hardware.mesh import Mesh
+from wafopt.compose.runner import run
+from wafopt.core.budget import SolveOptions
 
 
 def loaded(flows, rows=3, cols=3, detour=0, faulty_dies=(), faulty_links=(), bandwidth=1.0):

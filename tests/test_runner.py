@@ -1,8 +1,9 @@
 """The runner: honest statuses and nothing lost on Ctrl-C."""
 
-from wafopt import runner
-from wafopt.instance import load
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.compose import runner
+from wafopt.problems import load
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 EXAMPLE = "instances/mem_pair/mp-example.yaml"
 

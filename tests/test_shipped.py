@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from wafopt.certify import certify
-from wafopt.instance import load
+from wafopt.compose.certify import certify
+from wafopt.problems import load
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = sorted(p for ext in ("yaml", "yml", "json") for p in (ROOT / "instances").rglob(f"*.{ext}"))

@@ -3,8 +3,8 @@
 import pyomo.environ as pyo
 from ortools.sat.python import cp_model
 
-from wafopt.models.solvers import solve_cpsat, solve_pyomo
-from wafopt.solve import SolveOptions
+from wafopt.solvers.backends import solve_cpsat, solve_pyomo
+from wafopt.core.budget import SolveOptions
 
 
 def test_highs_and_cpsat_in_one_process():

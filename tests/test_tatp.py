@@ -7,11 +7,11 @@ from functools import lru_cache
 
 import pytest
 
-from wafopt.errors import InstanceError
-from wafopt.evaluate import evaluate
-from wafopt.instance import parse_instance
-from wafopt.runner import run
-from wafopt.solve import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems import evaluate
+from wafopt.problems import parse_instance
+from wafopt.compose.runner import run
+from wafopt.core.budget import SolveOptions
 
 
 def loaded(rows, cols, N, G, faulty_dies=(), faulty_links=()):

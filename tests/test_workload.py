@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 
-from wafopt.catalog import resolve_llm, resolve_wafer
-from wafopt.errors import InstanceError
-from wafopt.workload import (StageWorkload, Training, Workload, build_workload, parse_training,
+from wafopt.hardware.catalog import resolve_llm, resolve_wafer
+from wafopt.core.errors import InstanceError
+from wafopt.workload.model import (StageWorkload, Training, Workload, build_workload, parse_training,
                              split_layers)
 
 S, B, H, A, L, V = 2048, 1, 12288, 96, 96, 50257   # GPT-3 175B (Korthikanti et al. Table 3)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from wafopt import __version__
-from wafopt.errors import (EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_NOT_CERTIFIED,
+from wafopt.core.errors import (EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_NOT_CERTIFIED,
                            EXIT_OK, InstanceError)
 
 
@@ -35,7 +35,7 @@ def _stderr(text: str) -> None:
 
 
 def _options(args):
-    from wafopt.solve import SolveOptions
+    from wafopt.core.budget import SolveOptions
 
     if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
         raise InstanceError(f"must be a positive number of seconds, got {args.time_limit}", "--time-limit")
@@ -57,15 +57,14 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
 
 def _methods_help() -> str:
     """'problem: method, method; ...' from the problem registry."""
-    from importlib import import_module
+    from wafopt.core.registry import PROBLEMS, methods
 
-    from wafopt.instance import PROBLEMS
-
-    return "; ".join(f"{p}: {', '.join(import_module(m).METHODS)}" for p, m in PROBLEMS.items())
+    return "; ".join(f"{p}: {', '.join(methods(p))}" for p in PROBLEMS)
 
 
 def _load(path: str, problem: str | None = None):
-    from wafopt.instance import derive, load
+    from wafopt.compose.derive import derive
+    from wafopt.problems import load
 
     loaded = load(path)
     return derive(loaded, problem) if problem else loaded
@@ -96,7 +95,7 @@ class Validate(Command):
         p.add_argument("instances", nargs="+", metavar="INSTANCE")
 
     def run(self, args):
-        from wafopt.instance import load
+        from wafopt.problems import load
 
         code = EXIT_OK
         for path in args.instances:
@@ -122,12 +121,13 @@ class Solve(Command):
         p.add_argument("--json", action="store_true", help="print the solution JSON on stdout")
 
     def run(self, args):
-        from wafopt.evaluate import evaluate
-        from wafopt.runner import method_function, run
-        from wafopt.solution import read_solution
+        from wafopt.problems import evaluate
+        from wafopt.compose.runner import run
+        from wafopt.core.registry import method_function
+        from wafopt.core.solution import read_solution
 
         loaded = _load(args.instance, args.problem)
-        method_function(loaded, args.method)  # an unknown method fails before any work
+        method_function(loaded.problem, args.method)  # an unknown method fails before any work
         options = _options(args)
         if args.warm_start:
             start = read_solution(args.warm_start)
@@ -178,8 +178,9 @@ class Compare(Command):
                             "(e.g. recompute_share,peak_fraction for plans)")
 
     def run(self, args):
-        from wafopt.runner import method_function, run
-        from wafopt.solve import relative_gap
+        from wafopt.compose.runner import run
+        from wafopt.core.registry import method_function
+        from wafopt.core.numeric import relative_gap
 
         extra = [k.strip() for k in args.details.split(",") if k.strip()]
         if args.methods is not None and not [m for m in args.methods.split(",") if m.strip()]:
@@ -191,7 +192,7 @@ class Compare(Command):
             methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else list(
                 getattr(loaded.module, "DEFAULT_METHODS", loaded.methods))
             for method in methods:
-                method_function(loaded, method)
+                method_function(loaded.problem, method)
             jobs.append((path, loaded, methods))
         rows = []
         for path, loaded, methods in jobs:
@@ -276,7 +277,7 @@ class Certify(Command):
         p.add_argument("--instance", metavar="INSTANCE", help="default: the path stored in the solution")
 
     def run(self, args):
-        from wafopt.certify import certify
+        from wafopt.compose.certify import certify
 
         report = certify(args.solution, args.instance)
         for line in report.lines:
@@ -295,8 +296,8 @@ class Evaluate(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        from wafopt.evaluate import evaluate
-        from wafopt.instance import read_mapping
+        from wafopt.problems import evaluate
+        from wafopt.core.files import read_mapping
 
         loaded = _load(args.instance, args.problem)
         data, _ = read_mapping(args.plan)
@@ -326,13 +327,13 @@ class Show(Command):
         p.add_argument("--png", metavar="FILE", help="draw the mesh with the plan (if any)")
 
     def run(self, args):
-        from wafopt.show import show
+        from wafopt.present.show import show
 
         info = show(args.target, args.problem, args.png)
         if args.json:
             print(json.dumps(info, indent=1))
         else:
-            from wafopt.show import render_text
+            from wafopt.present.show import render_text
             print(render_text(info))
         if args.png:
             _stderr(f"wrote {args.png}")
@@ -349,7 +350,7 @@ class ImportQaplib(Command):
         p.add_argument("--out", metavar="DIR", default="instances/placement/qaplib")
 
     def run(self, args):
-        from wafopt.qaplib import write_instance
+        from wafopt.problems.placement.qaplib import write_instance
 
         sln = args.sln
         if sln is None and Path(args.dat).with_suffix(".sln").exists():
@@ -373,8 +374,8 @@ class TatpReport(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        from wafopt.instance import problem_module
-        from wafopt.tatp_scenario import render, report
+        from wafopt.problems import problem_module
+        from wafopt.compose.tatp_report import render, report
 
         loaded = _load(args.scenario)
         if loaded.problem != "plan":

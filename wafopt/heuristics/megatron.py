@@ -7,70 +7,11 @@ recomputation of every layer, no offloading. The best tile shape by the evaluato
 
 from __future__ import annotations
 
-from wafopt.evaluate import evaluate
-from wafopt.instance.plan import Parallel, Scenario
-from wafopt.mesh import Die, Mesh
-from wafopt.solve import MethodResult, SolveOptions
-
-
-def tile_shapes(tp: int, mesh: Mesh) -> list[tuple[int, int]]:
-    """Every factorization h * w = tp with h <= rows and w <= cols."""
-    return [(h, tp // h) for h in range(1, tp + 1) if tp % h == 0 and h <= mesh.rows and tp // h <= mesh.cols]
-
-
-def serpentine_slots(mesh: Mesh, h: int, w: int) -> list[tuple[int, int]]:
-    """Aligned h x w tiles without a faulty die, in boustrophedon order over the tile grid."""
-    slots = []
-    for a in range(mesh.rows // h):
-        cols = range(mesh.cols // w)
-        for b in (cols if a % 2 == 0 else reversed(cols)):
-            dies = tile_dies((a, b), h, w)
-            if all(mesh.is_healthy(d) for d in dies):
-                slots.append((a, b))
-    return slots
-
-
-def tile_dies(slot: tuple[int, int], h: int, w: int) -> list[Die]:
-    """Dies of a tile in ring order: a cycle through the tile when it has one, else a line
-    interleaved so no ring step exceeds 2 hops (WaferLLM's INTERLEAVE, section 5.2)."""
-    r0, c0 = slot[0] * h, slot[1] * w
-    if h == 1 or w == 1:
-        line = [(r0 + i, c0) for i in range(h)] if w == 1 else [(r0, c0 + j) for j in range(w)]
-        return line[0::2] + line[1::2][::-1]
-    if h % 2 == 0:  # down column c0, then snake the remaining columns back up
-        ring = [(r0 + i, c0) for i in range(h)]
-        for i in range(h - 1, -1, -1):
-            cols = range(c0 + 1, c0 + w) if (h - 1 - i) % 2 == 0 else range(c0 + w - 1, c0, -1)
-            ring += [(r0 + i, c) for c in cols]
-        return ring
-    return _ring_along_first_row(r0, c0, h, w)  # h odd, so w is even
-
-
-def _ring_along_first_row(r0: int, c0: int, h: int, w: int) -> list[Die]:
-    ring = [(r0, c0 + j) for j in range(w)]
-    for j in range(w - 1, -1, -1):
-        rows = range(r0 + 1, r0 + h) if (w - 1 - j) % 2 == 0 else range(r0 + h - 1, r0, -1)
-        ring += [(r, c0 + j) for r in rows]
-    return ring
-
-
-def place_serpentine(mesh: Mesh, par: Parallel, h: int, w: int) -> list[list[list[Die]]] | None:
-    slots = serpentine_slots(mesh, h, w)
-    if len(slots) < par.pp * par.dp:
-        return None
-    it = iter(slots)
-    return [[tile_dies(next(it), h, w) for _ in range(par.pp)] for _ in range(par.dp)]
-
-
-def serpentine_plans(scenario: Scenario):
-    """(tile shape, plan or None) for every tile shape of tp: serpentine placement, nothing else."""
-    par = scenario.parallel
-    mesh = scenario.mesh()
-    for h, w in tile_shapes(par.tp, mesh):
-        pipelines = place_serpentine(mesh, par, h, w)
-        yield (h, w), None if pipelines is None else {
-            "tp": par.tp, "pp": par.pp, "dp": par.dp, "tile": [h, w],
-            "pipelines": [[[list(d) for d in stage] for stage in pipe] for pipe in pipelines]}
+from wafopt.problems import evaluate
+from wafopt.problems.plan.instance import Scenario
+from wafopt.problems.plan.layouts import serpentine_plans
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 
 def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:

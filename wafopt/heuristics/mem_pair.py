@@ -10,8 +10,9 @@ there is none.
 
 from __future__ import annotations
 
-from wafopt.instance.mem_pair import MemPairInstance
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.problems.mem_pair.instance import MemPairInstance
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 
 def greedy_chunks(inst: MemPairInstance) -> dict[tuple[int, int], int] | None:

@@ -12,8 +12,9 @@ from itertools import combinations
 
 import numpy as np
 
-from wafopt.instance.placement import Layout, PlacementInstance
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.problems.placement.instance import Layout, PlacementInstance
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 
 class Fitness:
@@ -216,7 +217,7 @@ def iterated_descent(fit: Fitness, start: np.ndarray, rng: np.random.Generator, 
 def _per_layout(inst: PlacementInstance, options: SolveOptions, solver: str, search) -> MethodResult:
     """Run `search(fit, lay, deadline, report)` on each tile shape (time split evenly); keep the best."""
     started = time.monotonic()
-    budget = options.budget()
+    budget = options.search_seconds()
     best = None
     stats = {"layouts": {}}
 

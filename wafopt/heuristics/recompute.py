@@ -26,8 +26,9 @@ import time
 
 import numpy as np
 
-from wafopt.instance.recompute import RecomputeInstance
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.problems.recompute.instance import RecomputeInstance
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 MAX_UNITS = 2000         # coarse quanta of the pooled budget table (stage DP)
 MAX_STAGE_UNITS = 50000  # fine quanta of one stage's knapsack table
@@ -43,7 +44,7 @@ def plan_of(x) -> dict:
 
 def quantize(inst: RecomputeInstance):
     """Fine quanta: (weights W[i][j], budget per stage, pooled budget, quantum q, exact?)."""
-    from wafopt.models.solvers import decimal_scale
+    from wafopt.core.numeric import decimal_scale
 
     useful = [s.inflight * s.layers * sum(u.mem for u in inst.units) for s in inst.stages]
     scale = decimal_scale([u.mem for u in inst.units] + [s.state for s in inst.stages]

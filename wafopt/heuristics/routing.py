@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 
-from wafopt.mesh import Die, Link
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.hardware.mesh import Die, Link
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 MAX_ITERATIONS = 10_000   # TCME iteration cap (one accepted reroute per iteration)
 
@@ -35,7 +36,7 @@ def endpoint_bound(instance) -> float:
 
 
 def _result(instance, routes, options: SolveOptions, message: str, stats: dict | None = None) -> MethodResult:
-    from wafopt.evaluate.routing import evaluate
+    from wafopt.problems.routing.evaluate import evaluate
 
     plan = routes_plan(routes)
     bound = endpoint_bound(instance)
@@ -146,10 +147,10 @@ def tcme_routes(instance, routes: list[list[Die]], deadline: float) -> tuple[lis
 
 
 def tcme(instance, options: SolveOptions) -> MethodResult:
-    deadline = time.monotonic() + options.budget()
+    deadline = time.monotonic() + options.search_seconds()
     start = xy_routes(instance)
     if options.warm_start is not None:
-        from wafopt.evaluate.routing import evaluate
+        from wafopt.problems.routing.evaluate import evaluate
 
         if evaluate(instance, options.warm_start).feasible:
             start = [[tuple(d) for d in p] for p in options.warm_start["routes"]]

@@ -15,9 +15,10 @@ from typing import Sequence
 
 import numpy as np
 
-from wafopt.evaluate.tatp import ring_cost
-from wafopt.mesh import Die, Mesh
-from wafopt.solve import MethodResult, SolveOptions
+from wafopt.problems.tatp.evaluate import ring_cost
+from wafopt.hardware.mesh import Die, Mesh
+from wafopt.core.result import MethodResult
+from wafopt.core.budget import SolveOptions
 
 RING_SEARCH_NODES = 20_000   # DFS nodes per threshold when ordering one ring
 PACKING_NODES = 200_000      # DFS nodes per mesh orientation when packing blocks
@@ -116,7 +117,7 @@ def _result(instance, groups: list[list[Die]], options: SolveOptions, message: s
 
 
 def _deadline(options: SolveOptions) -> float:
-    return time.monotonic() + max(0.05, options.budget())
+    return time.monotonic() + max(0.05, options.search_seconds())
 
 
 # --- snake: TEMP's sequential mapping (SMap) ----------------------------------------------------------

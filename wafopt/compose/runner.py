@@ -1,0 +1,116 @@
+"""Running one method on one instance: solve, evaluate the plan, settle the status.
+
+The run owns the budget: it starts the clock, turns Ctrl-C into the shared interrupt event (a
+second Ctrl-C raises at once), evaluates the plan with the shared evaluator and settles the status
+with the one rule of wafopt.core.numeric.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+from wafopt.core.budget import SolveOptions, progress_line
+from wafopt.core.numeric import relative_gap, settle_status
+from wafopt.core.registry import method_function
+from wafopt.core.result import Bound, MethodResult
+from wafopt.core.solution import Solution
+from wafopt.problems import Evaluation, Loaded, evaluate
+
+
+def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
+    """Run `method`; on Ctrl-C keep the best plan reported so far (status feasible, bound kept)."""
+    fn = method_function(loaded.problem, method)
+    options.start()
+    started = time.perf_counter()
+    stop = threading.Event()
+    if not options.quiet:
+        threading.Thread(target=_heartbeat, args=(method, options, stop), daemon=True).start()
+    try:
+        with _interrupts(options):
+            result: MethodResult = fn(loaded.instance, options)
+    except KeyboardInterrupt:
+        options.interrupted = True
+        result = _incumbent_result(options)
+    finally:
+        stop.set()
+    if options.interrupted and result.plan is None and options.budget_.incumbent is not None:
+        result = _incumbent_result(options)
+    elapsed = time.perf_counter() - started
+    solution = finish(loaded, method, result, elapsed, options)
+    if options.interrupted:  # set by Ctrl-C here, or by a solver that stopped on it
+        solution.stats["interrupted"] = True
+        solution.message = _note(solution.message, "interrupted by the user (Ctrl-C): best plan found so far")
+    return solution
+
+
+def _incumbent_result(options: SolveOptions) -> MethodResult:
+    plan = options.budget_.incumbent
+    return MethodResult(plan, "feasible" if plan is not None else "unknown", options.budget_.incumbent_bound,
+                        "interrupted")
+
+
+class _interrupts:
+    """While a method runs, the first SIGINT sets the shared interrupt event (methods stop and
+    return their best plan); a second one raises KeyboardInterrupt at once."""
+
+    def __init__(self, options: SolveOptions):
+        self.options = options
+        self.previous = None
+
+    def _handler(self, signum, frame):
+        if self.options.interrupted:
+            raise KeyboardInterrupt
+        self.options.interrupted = True
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        return False
+
+
+def _note(message: str, text: str) -> str:
+    return f"{message}; {text}" if message else text
+
+
+def _heartbeat(method: str, options: SolveOptions, stop: threading.Event, every: float = 15.0) -> None:
+    """A line on stderr every `every` seconds of a long run, whatever the method reports itself."""
+    started = time.monotonic()
+    while not stop.wait(every):
+        limit = f" of {options.time_limit:g} s" if options.time_limit else ""
+        have = "has a plan" if options.budget_.incumbent is not None else "no plan yet"
+        progress_line(f"  .. {method}: {time.monotonic() - started:.0f} s{limit} elapsed, {have}")
+
+
+def finish(loaded: Loaded, method: str, result: MethodResult, elapsed: float,
+           options: SolveOptions) -> Solution:
+    """Evaluate the plan with the shared evaluator; settle status, objective, bound and gap."""
+    message = result.message
+    if result.plan is not None:
+        ev = evaluate(loaded.problem, loaded.instance, result.plan)
+    else:
+        ev = Evaluation(None, False, ["no plan"] if result.status != "infeasible" else [result.message])
+    if result.plan is not None and not ev.feasible and result.status != "infeasible":
+        message = _note(message, "the evaluator rejected the plan: " + "; ".join(ev.violations[:3]))
+    objective = ev.objective if ev.feasible else None
+    bound: Bound | None = result.bound
+    status, kept, note = settle_status(result.status, objective, bound.value if bound else None, ev.feasible)
+    message = _note(message, note) if note else message
+    bound = bound if kept is not None else None
+    if status == "infeasible":
+        objective = None
+    gap = relative_gap(objective, bound.value if bound else None) if status in ("optimal", "feasible") else None
+    return Solution(
+        problem=loaded.problem, instance=loaded.path, instance_sha256=loaded.sha256, method=method,
+        solver=result.solver, status=status, objective=objective, bound=bound.value if bound else None,
+        bound_provenance=bound.provenance if bound else "none", bound_kind=bound.kind if bound else "",
+        certificate=bound.data if bound and bound.data else None, gap=gap,
+        time_s=round(elapsed, 4), seed=options.seed, plan=result.plan, evaluation=ev.to_dict(),
+        message=message, time_limit=options.time_limit, derived_from=loaded.derived_from,
+        known_optimum=loaded.known_optimum.value if loaded.known_optimum else None, stats=result.stats)

@@ -1,0 +1,100 @@
+"""TATP + routing on a scenario (problem: plan with parallel {tp: N, pp, dp}): map the TATP
+groups, route one round of their traffic, and time one TATP linear layer (alpha-beta model).
+
+`report(scenario)` compares a sequential mapping with dimension-order routes (`snake` + `xy`)
+against Hamiltonian blocks (`tiles`, optionally proven by `cpsat`) with TCME routes; the lead can
+print it from `wafopt show` or a CLI subcommand.
+
+The layer is the MLP up-projection (hidden x ffn) of the scenario's LLM on one micro-batch. TATP
+(TEMP Sec. V) splits it over the N dies of a group in N rounds; per round each die computes one
+sub-output (2 * (b s / N) * h * (ffn / N) FLOPs) while streaming the smaller of its sub-weight and
+sub-input (TEMP's selective transfer policy) to both ring neighbours (bidirectional relay). The
+same layer's sub-weight gradient is all-reduced between same-position dies of the G groups (data
+parallelism), spread evenly over the N rounds, so it competes with the ring traffic (TEMP
+Fig. 11). One round lasts max(compute, tail_hops * alpha + busiest-link bytes / bandwidth)
+(WATOS Eq. 1 with the contention of the busiest link); the layer lasts N rounds.
+"""
+
+from __future__ import annotations
+
+import time
+
+from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems.routing.instance import RoutingInstance, flows_for_groups
+from wafopt.problems.tatp import instance as tatp_schema
+from wafopt.problems.tatp.instance import layer_volumes
+
+
+def map_groups(instance, mapper: str, time_limit: float) -> list:
+    """Groups by one TATP method ("snake", "tiles" or "cpsat")."""
+    from wafopt.problems.tatp.evaluate import read_groups
+    from wafopt.core.registry import resolve
+
+    result = resolve(tatp_schema.METHODS[mapper])(instance, SolveOptions(time_limit=time_limit, quiet=True))
+    return [[tuple(d) for d in ring] for ring in read_groups(result.plan)]
+
+
+def scenario_flows(scenario, mapper: str = "tiles", time_limit: float = 5.0):
+    """(tatp instance, groups, ring bytes, DP bytes per round) of a scenario."""
+    instance = tatp_schema.from_scenario(scenario)
+    vol = layer_volumes(scenario)
+    groups = map_groups(instance, mapper, time_limit)
+    return instance, groups, vol["ring_bytes"], vol["dp_bytes"]
+
+
+def routing_instance(mesh, groups, vol: dict, detour: int = 0) -> RoutingInstance:
+    from wafopt.problems.routing.instance import make
+
+    return make(mesh, flows_for_groups(mesh, groups, vol["ring_bytes"], vol["dp_bytes"]), detour)
+
+
+def evaluate_combo(scenario, mapper: str, router: str, time_limit: float = 10.0, detour: int = 0) -> dict:
+    """Map, route and time one combination."""
+    from wafopt.problems.routing.evaluate import evaluate as evaluate_routes
+    from wafopt.problems.tatp.evaluate import evaluate as evaluate_groups
+    from wafopt.core.registry import resolve
+    from wafopt.problems.routing import instance as routing_schema
+
+    instance = tatp_schema.from_scenario(scenario)
+    vol = layer_volumes(scenario)
+    started = time.perf_counter()
+    groups = map_groups(instance, mapper, time_limit)
+    mapping = evaluate_groups(instance, {"groups": [[list(d) for d in r] for r in groups]})
+    routes_instance = routing_instance(instance.mesh, groups, vol, detour)
+    result = resolve(routing_schema.METHODS[router])(routes_instance, SolveOptions(time_limit=time_limit,
+                                                                                  quiet=True))
+    routing = evaluate_routes(routes_instance, result.plan)
+    elapsed = time.perf_counter() - started
+    mesh = instance.mesh
+    tail = mapping.details["tail_hops"]
+    comm_s = tail * mesh.link_latency + routing.objective   # routing objective: busiest link seconds
+    round_s = max(vol["round_compute_s"], comm_s)
+    return {"mapping": mapper, "routing": router, "ring_cost": mapping.objective,
+            "physical_rings": mapping.details["physical_rings"], "groups": instance.groups,
+            "tail_hops": tail, "flows": len(routes_instance.flows),
+            "peak_link_bytes": routing.details["peak_load"], "peak_link_s": routing.objective,
+            "round_compute_s": vol["round_compute_s"], "round_comm_s": comm_s,
+            "layer_time_s": vol["N"] * round_s, "time_s": round(elapsed, 3),
+            "plan": {"groups": [[list(d) for d in r] for r in groups], "routes": result.plan["routes"]}}
+
+
+def report(scenario, combos=(("snake", "xy"), ("tiles", "xy"), ("tiles", "tcme")), time_limit: float = 10.0,
+           detour: int = 0) -> dict:
+    """The comparison table of the coupled scenario (one row per mapping + routing)."""
+    vol = layer_volumes(scenario)
+    rows = [evaluate_combo(scenario, m, r, time_limit, detour) for m, r in combos]
+    return {"N": vol["N"], "G": vol["G"], "streamed": vol["streamed"], "ring_bytes": vol["ring_bytes"],
+            "dp_bytes_per_round": vol["dp_bytes"], "rows": rows}
+
+
+def render(rep: dict) -> str:
+    head = (f"TATP N={rep['N']}, G={rep['G']}, streams sub-{rep['streamed']}s of {rep['ring_bytes'] / 1e6:.1f} MB"
+            f", DP {rep['dp_bytes_per_round'] / 1e6:.1f} MB per round\n")
+    lines = ["| mapping + routing | ring cost | physical rings | tail hops | peak link MB | round comm us "
+             "| round compute us | layer time us |", "|---|---|---|---|---|---|---|---|"]
+    for r in rep["rows"]:
+        lines.append(f"| {r['mapping']} + {r['routing']} | {r['ring_cost']:g} | {r['physical_rings']}/{r['groups']}"
+                     f" | {r['tail_hops']} | {r['peak_link_bytes'] / 1e6:.1f} | {r['round_comm_s'] * 1e6:.1f} "
+                     f"| {r['round_compute_s'] * 1e6:.1f} | {r['layer_time_s'] * 1e6:.1f} |")
+    return head + "\n".join(lines)

@@ -1,0 +1,133 @@
+"""What a method receives: SolveOptions (seed, warm start, output) with its Budget (deadline,
+interrupt, progress reporter).
+
+Every method is a function `solve(instance, options) -> MethodResult`. The budget is absolute: a
+deadline on the monotonic clock set once when the run starts, so a nested solve asks
+`options.remaining()` and never gets more than what is left of the whole run. An interrupt
+(Ctrl-C) sets one event shared by every nested solve; long loops poll `options.stopped()`, and
+solver helpers stop their solver from it (wafopt.solvers.backends).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+HEURISTIC_BUDGET_S = 10.0  # time budget of searching heuristics (GA, local search) without --time-limit
+
+
+def _open_progress_stream():
+    """The real stderr, duplicated at import: pyomo's HiGHS interface captures file descriptors 1
+    and 2 while it solves, which would swallow progress lines written to sys.stderr."""
+    try:
+        return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
+    except (OSError, ValueError, AttributeError):  # no real stderr (e.g. under some test runners)
+        return None
+
+
+PROGRESS_STREAM = _open_progress_stream()
+
+
+def progress_line(text: str) -> None:
+    print(text, file=PROGRESS_STREAM or sys.stderr, flush=True)
+
+
+class Budget:
+    """Deadline + interrupt + progress reporter, shared by a run and every solve nested in it."""
+
+    def __init__(self, time_limit: float | None = None, reporter: Callable[[str], None] | None = None):
+        self.time_limit = time_limit
+        self.deadline: float | None = None if time_limit is None else time.monotonic() + time_limit
+        self.interrupt = threading.Event()
+        self.reporter = reporter or progress_line
+        self.incumbent: Any = None          # best plan reported so far (kept for Ctrl-C)
+        self.incumbent_bound: Any = None    # its bound (float or core.result.Bound)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (0 when interrupted), or None without a limit."""
+        if self.interrupt.is_set():
+            return 0.0
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+    def expired(self) -> bool:
+        left = self.remaining()
+        return left is not None and left <= 0.0
+
+
+@dataclass
+class SolveOptions:
+    time_limit: float | None = None   # seconds for the whole run; every method honours it
+    seed: int = 0                     # every randomized method is seeded from it
+    quiet: bool = False               # no progress output on stderr
+    verbose: bool = False             # solver logs on stderr
+    warm_start: dict | None = None    # a plan to start from (data, never a method's state)
+    budget_: Budget | None = field(default=None, repr=False)
+    _last_log: float = 0.0
+
+    def __post_init__(self):
+        if self.budget_ is None:
+            self.budget_ = Budget(self.time_limit)
+
+    # ---- budget ----
+    def start(self) -> "SolveOptions":
+        """Start the clock: the deadline is `time_limit` from now (the runner calls this)."""
+        self.budget_.time_limit = self.time_limit
+        self.budget_.deadline = None if self.time_limit is None else time.monotonic() + self.time_limit
+        return self
+
+    @property
+    def interrupted(self) -> bool:
+        return self.budget_.interrupt.is_set()
+
+    @interrupted.setter
+    def interrupted(self, value: bool) -> None:
+        if value:
+            self.budget_.interrupt.set()
+
+    def stopped(self) -> bool:
+        """True once interrupted or past the deadline: long loops stop and return their best."""
+        return self.budget_.expired()
+
+    def remaining(self, started: float | None = None) -> float | None:
+        """Seconds left of the run's budget (None without a time limit). `started` is accepted for
+        old call sites and ignored: the deadline is absolute."""
+        return self.budget_.remaining()
+
+    def search_seconds(self, default: float = HEURISTIC_BUDGET_S) -> float:
+        """Seconds a searching heuristic may take: what is left of the limit, else `default`."""
+        left = self.remaining()
+        return default if left is None else left
+
+    def sub(self, seconds: float | None = None, quiet: bool = True, warm_start: dict | None = None
+            ) -> "SolveOptions":
+        """Options for a nested solve: the same interrupt and seed, a deadline no later than the
+        run's (and `seconds` from now when given), no warm start unless passed."""
+        budget = Budget.__new__(Budget)
+        budget.__dict__.update(self.budget_.__dict__)  # shares the interrupt event and reporter
+        if seconds is not None:
+            mine = time.monotonic() + max(0.0, seconds)
+            budget.deadline = mine if budget.deadline is None else min(budget.deadline, mine)
+        budget.time_limit = None if budget.deadline is None else max(0.0, budget.deadline - time.monotonic())
+        return replace(self, time_limit=budget.time_limit, quiet=quiet or self.quiet,
+                       warm_start=warm_start, budget_=budget, _last_log=0.0)
+
+    # ---- incumbent and progress ----
+    def incumbent(self, plan: dict, bound=None) -> None:
+        """Methods call this with every improved plan, so an interrupt loses nothing."""
+        self.budget_.incumbent = plan
+        if bound is not None:
+            self.budget_.incumbent_bound = bound
+
+    def progress(self, text: str, force: bool = False) -> None:
+        """A throttled progress line on stderr (at most one per second) unless quiet."""
+        now = time.monotonic()
+        if self.quiet or (not force and now - self._last_log < 1.0):
+            return
+        self._last_log = now
+        self.budget_.reporter(f"  .. {text}")

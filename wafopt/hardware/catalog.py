@@ -1,0 +1,322 @@
+"""Catalog of LLMs and wafers: presets in package YAML, validated resolution of user specs.
+
+The YAML files (wafopt/data/llms.yaml, wafopt/data/wafers.yaml) hold human units (GB, TB/s,
+TFLOPS, microseconds); the dataclasses hold SI units (bytes, bytes/s, FLOP/s, seconds) with
+1 GB = 1e9 bytes and 1 TB/s = 1e12 bytes/s. Formulas and sources: docs/workload.md.
+
+A spec is a preset name, a mapping `{preset: NAME, <field overrides>}`, or a mapping with
+every field inline. Bad specs raise InstanceError naming the field path and the value.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from wafopt.core.errors import InstanceError
+from wafopt.core.fields import Fields
+from wafopt.hardware.mesh import Die, Mesh
+
+GB = 1e9          # bytes
+TB_PER_S = 1e12   # bytes per second
+TFLOPS = 1e12     # FLOP per second
+US = 1e-6         # seconds
+
+# Used when an inline wafer gives no link latency: TEMP Table I's 200 ns D2D latency.
+DEFAULT_LINK_LATENCY_US = 0.2
+
+MLP_KINDS = ("gelu", "swiglu")
+NORM_PARAMS_PER_LAYER = 4  # x hidden: two LayerNorms, gain and bias each (RMSNorm has half)
+
+
+# --------------------------------------------------------------------------------------------
+# LLM
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LLM:
+    """A decoder-only transformer. Sizes are counts; all layers share the attention shape."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int                 # MLP width of a dense layer
+    vocab: int
+    mlp: str = "gelu"               # gelu: 2 matrices (fc1, fc2); swiglu: 3 (gate, up, down)
+    experts: int = 1
+    top_k: int = 1
+    moe_every: int = 0              # 0 dense; k: every k-th layer (after dense_layers) is MoE
+    dense_layers: int = 0           # leading layers kept dense in a MoE model (DeepSeek style)
+    expert_ffn_hidden: int | None = None   # width of one expert; None = ffn_hidden
+    tied_embeddings: bool = False   # LM head shares the input embedding matrix
+    max_positions: int = 0          # rows of a learned position table (0: rotary, no table)
+    source: str = ""
+
+    # --- shape -----------------------------------------------------------------------------
+    @property
+    def head_dim(self) -> float:
+        return self.hidden / self.heads
+
+    @property
+    def kv_hidden(self) -> float:
+        """Width of K (and of V): hidden * kv_heads / heads (GQA; = hidden for MHA)."""
+        return self.hidden * self.kv_heads / self.heads
+
+    @property
+    def expert_ffn(self) -> int:
+        return self.expert_ffn_hidden if self.expert_ffn_hidden is not None else self.ffn_hidden
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.mlp == "swiglu" else 2
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe_every > 0 and self.experts > 1
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Layer `layer` (0-based) is MoE: past dense_layers, every moe_every-th layer.
+
+        moe_every = 2 makes layers dense_layers+1, dense_layers+3, ... MoE (GShard/Megatron
+        convention: every other FFN is replaced, starting with the second).
+        """
+        if not self.is_moe or layer < self.dense_layers:
+            return False
+        return (layer - self.dense_layers) % self.moe_every == self.moe_every - 1
+
+    @property
+    def moe_layer_count(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.layers))
+
+    # --- parameters ----------------------------------------------------------------------
+    @property
+    def attention_params(self) -> float:
+        """Q (h*h) + K, V (h*kv_hidden each) + output projection (h*h); biases ignored."""
+        h = self.hidden
+        return 2 * h * h + 2 * h * self.kv_hidden
+
+    def mlp_params(self, width: int) -> float:
+        """One MLP of the given width: 2*h*ffn (GeLU) or 3*h*ffn (SwiGLU); biases ignored."""
+        return self.mlp_matrices * self.hidden * width
+
+    def layer_params(self, layer: int) -> float:
+        """Parameters of layer `layer`: attention + MLP (or experts + router) + norms."""
+        h = self.hidden
+        if self.is_moe_layer(layer):
+            mlp = self.experts * self.mlp_params(self.expert_ffn) + h * self.experts  # + router
+        else:
+            mlp = self.mlp_params(self.ffn_hidden)
+        return self.attention_params + mlp + NORM_PARAMS_PER_LAYER * h
+
+    @property
+    def params_per_layer(self) -> float:
+        """Mean parameters per transformer layer (exact for dense models)."""
+        return sum(self.layer_params(i) for i in range(self.layers)) / self.layers
+
+    @property
+    def input_embedding_params(self) -> float:
+        """Word embedding (vocab*h) + learned positions (max_positions*h)."""
+        return (self.vocab + self.max_positions) * self.hidden
+
+    @property
+    def head_params(self) -> float:
+        """Final norm + LM head (vocab*h unless tied to the input embedding)."""
+        head = 0 if self.tied_embeddings else self.vocab * self.hidden
+        return head + 2 * self.hidden
+
+    @property
+    def embedding_params(self) -> float:
+        """Everything outside the transformer layers: input embedding + final norm + LM head."""
+        return self.input_embedding_params + self.head_params
+
+    @property
+    def total_params(self) -> float:
+        return self.layers * self.params_per_layer + self.embedding_params
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token touches: a MoE layer counts top_k experts instead of all."""
+        total = self.embedding_params
+        for i in range(self.layers):
+            if self.is_moe_layer(i):
+                total += (self.attention_params + self.top_k * self.mlp_params(self.expert_ffn)
+                          + self.hidden * self.experts + NORM_PARAMS_PER_LAYER * self.hidden)
+            else:
+                total += self.layer_params(i)
+        return total
+
+    def to_spec(self) -> dict:
+        """Inline mapping that resolve_llm turns back into an equal LLM."""
+        spec = {"name": self.name, "layers": self.layers, "hidden": self.hidden,
+                "heads": self.heads, "kv_heads": self.kv_heads, "ffn_hidden": self.ffn_hidden,
+                "vocab": self.vocab, "mlp": self.mlp, "experts": self.experts,
+                "top_k": self.top_k, "moe_every": self.moe_every,
+                "dense_layers": self.dense_layers, "tied_embeddings": self.tied_embeddings,
+                "max_positions": self.max_positions, "source": self.source}
+        if self.expert_ffn_hidden is not None:
+            spec["expert_ffn_hidden"] = self.expert_ffn_hidden
+        return spec
+
+
+# --------------------------------------------------------------------------------------------
+# Wafer
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Wafer:
+    """A 2D mesh of dies, each with compute and its own DRAM. SI units throughout."""
+
+    name: str
+    rows: int
+    cols: int
+    die_flops: float          # FLOP/s per die (peak FP16)
+    dram_capacity: float      # bytes per die
+    dram_bandwidth: float     # bytes/s per die
+    link_bandwidth: float     # bytes/s per link per direction
+    link_latency: float       # seconds per hop (alpha of WATOS Eq. 1)
+    faulty_dies: frozenset[Die] = field(default_factory=frozenset)
+    faulty_links: frozenset[frozenset[Die]] = field(default_factory=frozenset)
+    source: str = ""
+
+    @property
+    def dies(self) -> int:
+        return self.rows * self.cols
+
+    @property
+    def healthy_die_count(self) -> int:
+        return self.dies - len(self.faulty_dies)
+
+    def mesh(self) -> Mesh:
+        links = [tuple(sorted(link)) for link in self.faulty_links]
+        return Mesh.build(self.rows, self.cols, sorted(self.faulty_dies), sorted(links),
+                          self.link_bandwidth, self.link_latency, where=f"wafer {self.name}")
+
+    def to_spec(self) -> dict:
+        """Inline mapping in human units that resolve_wafer turns back into an equal Wafer."""
+        return {"name": self.name, "rows": self.rows, "cols": self.cols,
+                "die_tflops": self.die_flops / TFLOPS, "dram_gb": self.dram_capacity / GB,
+                "dram_bw_tbps": self.dram_bandwidth / TB_PER_S,
+                "link_bw_tbps": self.link_bandwidth / TB_PER_S,
+                "link_latency_us": self.link_latency / US,
+                "faulty_dies": sorted([list(d) for d in self.faulty_dies]),
+                "faulty_links": sorted([sorted([list(d) for d in link])
+                                        for link in self.faulty_links]),
+                "source": self.source}
+
+
+# --------------------------------------------------------------------------------------------
+# presets (package data)
+# --------------------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _load(filename: str) -> dict:
+    text = resources.files("wafopt").joinpath("data", filename).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise RuntimeError(f"wafopt/data/{filename} must map preset names to mappings")
+    return data
+
+
+def llm_presets() -> list[str]:
+    return list(_load("llms.yaml"))
+
+
+def wafer_presets() -> list[str]:
+    return list(_load("wafers.yaml"))
+
+
+def _merged_spec(spec: Any, presets: dict, where: str) -> tuple[dict, str]:
+    """Turn a spec into (full inline mapping, where-path of its fields).
+
+    A preset entry is copied and overridden by the other keys of the spec, so the one parser
+    validates presets, overrides and inline specs alike.
+    """
+    known = ", ".join(presets)
+    if isinstance(spec, str):
+        if spec not in presets:
+            raise InstanceError(f"unknown preset {spec!r} (known: {known})", where)
+        return {"name": spec, **copy.deepcopy(presets[spec])}, where
+    if not isinstance(spec, dict):
+        raise InstanceError(f"expected a preset name or a mapping, got {spec!r:.60}", where)
+    if "preset" not in spec:
+        return dict(spec), where
+    name = spec["preset"]
+    if not isinstance(name, str) or name not in presets:
+        raise InstanceError(f"unknown preset {name!r} (known: {known})", f"{where}.preset")
+    overrides = {k: v for k, v in spec.items() if k != "preset"}
+    base = {"name": name, **copy.deepcopy(presets[name])}
+    if overrides and "name" not in overrides:
+        base["name"] = f"{name} (modified)"  # a changed preset must not pass for the original
+    base.update(overrides)
+    return base, where
+
+
+def resolve_llm(spec: Any, where: str = "model") -> LLM:
+    """Preset name, {preset: NAME, overrides...} or an inline mapping -> validated LLM."""
+    data, where = _merged_spec(spec, _load("llms.yaml"), where)
+    f = Fields(data, where)
+    name = f.string("name", "custom")
+    layers = f.integer("layers", positive=True)
+    hidden = f.integer("hidden", positive=True)
+    heads = f.integer("heads", positive=True)
+    kv_heads = f.integer("kv_heads", heads, positive=True)
+    ffn_hidden = f.integer("ffn_hidden", positive=True)
+    vocab = f.integer("vocab", positive=True)
+    mlp = f.string("mlp", "gelu", choices=MLP_KINDS)
+    experts = f.integer("experts", 1, positive=True)
+    top_k = f.integer("top_k", 1, positive=True)
+    moe_every = f.integer("moe_every", 0, nonnegative=True)
+    dense_layers = f.integer("dense_layers", 0, nonnegative=True)
+    expert_ffn_hidden = f.integer("expert_ffn_hidden", None, positive=True)
+    tied = f.boolean("tied_embeddings", False)
+    max_positions = f.integer("max_positions", 0, nonnegative=True)
+    source = f.string("source", "user-defined")
+    f.finish()
+
+    if hidden % heads:
+        raise InstanceError(f"hidden {hidden} is not a multiple of heads {heads}", f.path("heads"))
+    if kv_heads > heads or heads % kv_heads:
+        raise InstanceError(f"must divide heads {heads}, got {kv_heads!r}", f.path("kv_heads"))
+    if top_k > experts:
+        raise InstanceError(f"must be <= experts {experts}, got {top_k!r}", f.path("top_k"))
+    if moe_every > 0 and experts < 2:
+        raise InstanceError(f"a MoE model (moe_every {moe_every}) needs >= 2 experts, got "
+                            f"{experts!r}", f.path("experts"))
+    if experts > 1 and moe_every == 0:
+        raise InstanceError(f"{experts} experts need moe_every >= 1, got 0", f.path("moe_every"))
+    if dense_layers > layers:
+        raise InstanceError(f"must be <= layers {layers}, got {dense_layers!r}",
+                            f.path("dense_layers"))
+    return LLM(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, mlp, experts, top_k,
+               moe_every, dense_layers, expert_ffn_hidden, tied, max_positions, source)
+
+
+def resolve_wafer(spec: Any, where: str = "wafer") -> Wafer:
+    """Preset name, {preset: NAME, overrides...} or an inline mapping (human units) -> Wafer."""
+    data, where = _merged_spec(spec, _load("wafers.yaml"), where)
+    f = Fields(data, where)
+    name = f.string("name", "custom")
+    rows = f.integer("rows", positive=True)
+    cols = f.integer("cols", positive=True)
+    die_tflops = f.number("die_tflops", positive=True)
+    dram_gb = f.number("dram_gb", positive=True)
+    dram_bw_tbps = f.number("dram_bw_tbps", positive=True)
+    link_bw_tbps = f.number("link_bw_tbps", positive=True)
+    link_latency_us = f.number("link_latency_us", DEFAULT_LINK_LATENCY_US, nonnegative=True)
+    faulty_dies = f.list("faulty_dies", [])
+    faulty_links = f.list("faulty_links", [])
+    source = f.string("source", "user-defined")
+    f.finish()
+    # Mesh.build checks that faults lie inside the grid and faulty links join neighbours.
+    mesh = Mesh.build(rows, cols, faulty_dies, faulty_links, link_bw_tbps * TB_PER_S,
+                      link_latency_us * US, where)
+    if not mesh.healthy_dies:
+        raise InstanceError(f"every die of the {rows} x {cols} mesh is faulty",
+                            f.path("faulty_dies"))
+    return Wafer(name, rows, cols, die_tflops * TFLOPS, dram_gb * GB, dram_bw_tbps * TB_PER_S,
+                 mesh.link_bandwidth, mesh.link_latency, mesh.faulty_dies, mesh.faulty_links,
+                 source)

@@ -1,0 +1,26 @@
+"""The shared evaluator: one function per problem family, recomputing everything from the plan.
+
+`evaluate(problem, instance, plan)` dispatches to `wafopt.evaluate.<problem>.evaluate`. Every
+solver and heuristic output passes through here; reported objectives come only from it.
+A malformed plan is never an exception: it is an infeasible Evaluation naming what is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Evaluation:
+    objective: float | None   # minimized everywhere; None when the plan cannot be scored
+    feasible: bool
+    violations: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)  # problem-specific figures (JSON-serializable)
+
+    def to_dict(self) -> dict:
+        return {"objective": self.objective, "feasible": self.feasible,
+                "violations": list(self.violations), "details": self.details}
+
+
+class PlanError(Exception):
+    """Raised inside evaluators for a plan whose structure cannot be read; becomes a violation."""
