@@ -1,0 +1,228 @@
+"""The public Python API: load an instance, solve it, compare methods, evaluate a plan, certify a
+solution. The command line (wafopt.cli) is written on these functions.
+
+    import wafopt
+
+    inst = wafopt.load("instances/placement/pl-sparse-12.yaml")
+    result = wafopt.solve(inst, "cpsat", time_limit=20, seed=0)
+    result.status, result.objective, result.bound.value, result.bound.provenance, result.gap
+
+Every objective is recomputed by the shared evaluator from the plan; `status` is `optimal` only
+when a proven bound agrees with it (one numeric rule, wafopt.core.numeric).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from wafopt.compose.derive import derive
+from wafopt.compose.runner import run
+from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.core.numeric import finite
+from wafopt.core.registry import method_function
+from wafopt.core.result import Bound, Status
+from wafopt.core.solution import Solution, read_solution
+from wafopt.core.files import display_path
+from wafopt.problems import Evaluation, Loaded, parse_instance
+from wafopt.problems import evaluate as evaluate_plan
+from wafopt.problems import load as load_file
+
+Instance = Loaded  # a parsed instance file: .problem, .instance, .name, .known_optimum
+
+
+@dataclass
+class Result:
+    """What one method did on one instance."""
+
+    problem: str
+    method: str
+    status: Status
+    objective: float | None          # the evaluator's value of the plan, never a solver variable
+    bound: Bound | None              # proven lower bound with its provenance
+    gap: float | None                # (objective - bound) / |objective|
+    plan: dict | None
+    time_s: float                    # wall time of the method, evaluation included
+    message: str = ""
+    interrupted: bool = False
+    solution: Solution = field(repr=False, default=None)
+
+    @classmethod
+    def of(cls, solution: Solution) -> "Result":
+        bound = None
+        if solution.bound is not None and solution.bound_provenance != "none":
+            bound = Bound(solution.bound, solution.bound_provenance, solution.bound_kind,
+                          solution.certificate or {})
+        return cls(solution.problem, solution.method, Status(solution.status), solution.objective, bound,
+                   solution.gap, solution.plan, solution.time_s, solution.message,
+                   bool(solution.stats.get("interrupted")), solution)
+
+    def write(self, path: str | Path) -> Path:
+        """Write the solution JSON (atomically)."""
+        return self.solution.write(path)
+
+
+def load(source: str | Path | Mapping[str, Any], problem: str | None = None) -> Instance:
+    """An instance from a YAML/JSON file or from a mapping with `problem:`. With `problem`, the
+    kernel of that problem derived from a scenario (`problem: plan`)."""
+    if isinstance(source, Mapping):
+        loaded = parse_instance(dict(source))
+    elif isinstance(source, (str, Path)):
+        loaded = load_file(source)
+    else:
+        raise InstanceError(f"expected a path or a mapping, got {type(source).__name__}", "instance")
+    return derive(loaded, problem) if problem else loaded
+
+
+def _instance(instance: Instance | str | Path | Mapping, problem: str | None = None) -> Instance:
+    if isinstance(instance, Loaded):
+        return derive(instance, problem) if problem else instance
+    return load(instance, problem)
+
+
+def _plan_of(plan_or_solution) -> dict:
+    if isinstance(plan_or_solution, Result):
+        return plan_or_solution.plan
+    if isinstance(plan_or_solution, Solution):
+        return plan_or_solution.plan
+    if isinstance(plan_or_solution, (str, Path)):
+        return read_solution(plan_or_solution).plan
+    return plan_or_solution
+
+
+def options(time_limit: float | None = None, seed: int = 0, warm_start=None, quiet: bool = True,
+            verbose: bool = False) -> SolveOptions:
+    """Checked solve options (a bad value raises InstanceError naming the argument)."""
+    if time_limit is not None and not (finite(time_limit) and time_limit > 0):
+        raise InstanceError(f"must be a positive number of seconds, got {time_limit}", "time_limit")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InstanceError(f"must be a non-negative integer, got {seed!r}", "seed")
+    start = _plan_of(warm_start) if warm_start is not None else None
+    if start is not None and not isinstance(start, dict):
+        raise InstanceError(f"must be a plan (mapping), a solution or a solution file, got {start!r:.60}",
+                            "warm_start")
+    return SolveOptions(time_limit=time_limit, seed=seed, quiet=quiet, verbose=verbose, warm_start=start)
+
+
+def check_warm_start(instance: Instance, plan: dict, where: str = "warm_start") -> None:
+    """A warm start must be a feasible plan of this instance."""
+    verdict = evaluate_plan(instance.problem, instance.instance, plan)
+    if not verdict.feasible:
+        raise InstanceError("the warm start is not a feasible plan of this instance: "
+                            + "; ".join(verdict.violations[:3]), where)
+
+
+def solve(instance: Instance | str | Path | Mapping, method: str, *, problem: str | None = None,
+          time_limit: float | None = None, seed: int = 0, warm_start=None, quiet: bool = True,
+          verbose: bool = False) -> Result:
+    """Solve with one method. Ctrl-C stops it and returns the best plan found so far."""
+    inst = _instance(instance, problem)
+    method_function(inst.problem, method)  # an unknown method fails before any work
+    opts = options(time_limit, seed, warm_start, quiet, verbose)
+    if opts.warm_start is not None:
+        check_warm_start(inst, opts.warm_start)
+    return Result.of(run(inst, method, opts))
+
+
+def applicable(instance: Instance, method: str) -> bool:
+    return method in instance.methods
+
+
+def default_methods(instance: Instance) -> list[str]:
+    module = instance.module
+    return list(getattr(module, "DEFAULT_METHODS", module.METHODS))
+
+
+def compare(instance: Instance | str | Path | Mapping, methods: list[str] | None = None, *,
+            problem: str | None = None, time_limit: float | None = None, seed: int = 0,
+            quiet: bool = True) -> list[Result]:
+    """Run several methods on one instance (default: the problem's default set). Methods that do
+    not apply to the problem are skipped; see `compare_table` for the table with notes."""
+    inst = _instance(instance, problem)
+    chosen = [m for m in (methods or default_methods(inst)) if applicable(inst, m)]
+    return [solve(inst, m, time_limit=time_limit, seed=seed, quiet=quiet) for m in chosen]
+
+
+def evaluate(instance: Instance | str | Path | Mapping, plan, problem: str | None = None) -> Evaluation:
+    """The shared evaluator's verdict on a plan (a mapping, a Result, a Solution or a solution file)."""
+    inst = _instance(instance, problem)
+    return evaluate_plan(inst.problem, inst.instance, _plan_of(plan))
+
+
+def certify(solution: str | Path | Result | Solution, instance: str | Path | None = None, *,
+            resolve: bool = False, time_limit: float | None = None):
+    """Re-check a solution without trusting it (see `wafopt certify`): returns the report with
+    `.verdict` (certified, claimed or invalid), the certified bound and gap, and its lines."""
+    from wafopt.compose.certify import certify as certify_file
+
+    if isinstance(solution, Result):
+        solution = solution.solution
+    if isinstance(solution, Solution):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = solution.write(Path(tmp) / "solution.json")
+            return certify_file(str(path), instance if instance is not None else solution.instance,
+                                **_certify_options(resolve, time_limit))
+    return certify_file(display_path(solution), None if instance is None else str(instance),
+                        **_certify_options(resolve, time_limit))
+
+
+def _certify_options(resolve: bool, time_limit: float | None) -> dict:
+    return {"resolve": resolve, "time_limit": time_limit} if resolve else {}
+
+
+# ---- where solutions go ---------------------------------------------------------------------
+
+SOLUTIONS_DIR = Path("solutions")
+
+
+def default_solution_name(instance: Instance, method: str) -> str:
+    """<instance-stem>[.<problem> if derived from a scenario].<method>.json"""
+    stem = Path(instance.path).stem if instance.path else instance.name
+    derived = f".{instance.problem}" if instance.derived_from else ""
+    return f"{stem}{derived}.{method}.json"
+
+
+def _weaker(new: Solution, old: Solution) -> list[str]:
+    """What the existing solution has that the new one would lose."""
+    from wafopt.core.numeric import close
+
+    lost = []
+    if old.objective is not None and (new.objective is None or
+                                      (new.objective > old.objective and not close(new.objective, old.objective))):
+        lost.append(f"a better objective ({old.objective:.10g})")
+    if old.bound is not None and (new.bound is None or
+                                  (new.bound < old.bound and not close(new.bound, old.bound))):
+        lost.append(f"a stronger bound ({old.bound:.10g})")
+    return lost
+
+
+def save(result: Result, instance: Instance, out: str | Path | None = None) -> tuple[Path, str]:
+    """Write the solution: to `out` (a file, or a directory to write into), else to
+    solutions/<default name>. An existing solution of the same instance with a better objective
+    or a stronger bound is never replaced silently: the default and directory targets keep it and
+    write beside it; an explicit file is replaced with a note. Returns (path, note)."""
+    name = default_solution_name(instance, result.method)
+    explicit = out is not None and not (Path(out).is_dir() or str(out).endswith(("/", "\\")))
+    target = Path(out) if explicit else (Path(out) if out is not None else SOLUTIONS_DIR) / name
+    note = ""
+    if target.is_file():
+        try:
+            old = read_solution(target)
+        except InstanceError:
+            old = None
+        same = old is not None and old.problem == result.problem and old.instance_sha256 == \
+            result.solution.instance_sha256
+        lost = _weaker(result.solution, old) if same else []
+        if lost and explicit:
+            note = f"replaced {target}, which had {' and '.join(lost)}"
+        elif lost:
+            k = 1
+            while (beside := target.with_name(f"{target.stem}.{k}.json")).exists():
+                k += 1
+            note = f"kept {target} ({' and '.join(lost)}); wrote this run beside it"
+            target = beside
+    return result.write(target), note

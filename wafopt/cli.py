@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from wafopt import __version__
-from wafopt.core.errors import (EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_NOT_CERTIFIED,
-                           EXIT_OK, InstanceError)
+from wafopt.core.errors import (EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_NO_PLAN,
+                               EXIT_NOT_CERTIFIED, EXIT_OK, InstanceError)
 
 
 def _fmt(value, digits: int = 6) -> str:
@@ -35,14 +35,9 @@ def _stderr(text: str) -> None:
 
 
 def _options(args):
-    from wafopt.core.budget import SolveOptions
+    from wafopt.api import options
 
-    if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
-        raise InstanceError(f"must be a positive number of seconds, got {args.time_limit}", "--time-limit")
-    if args.seed < 0:
-        raise InstanceError(f"must be a non-negative integer, got {args.seed}", "--seed")
-    return SolveOptions(time_limit=args.time_limit, seed=args.seed, quiet=args.quiet,
-                        verbose=getattr(args, "verbose", False))
+    return options(args.time_limit, args.seed, None, args.quiet, getattr(args, "verbose", False))
 
 
 def _add_solve_options(p: argparse.ArgumentParser) -> None:
@@ -63,17 +58,16 @@ def _methods_help() -> str:
 
 
 def _load(path: str, problem: str | None = None):
-    from wafopt.compose.derive import derive
-    from wafopt.problems import load
+    from wafopt.api import load
 
-    loaded = load(path)
-    return derive(loaded, problem) if problem else loaded
+    return load(path, problem)
 
 
-def default_solution_path(instance: str, method: str, loaded) -> Path:
-    """solutions/<instance-stem>[.<problem> if derived from a scenario].<method>.json"""
-    derived = f".{loaded.problem}" if loaded.derived_from else ""
-    return Path("solutions") / f"{Path(instance).stem}{derived}.{method}.json"
+def _exit_code(result) -> int:
+    """0 a plan (optimal or feasible); 3 no plan exists or none was found; 130 interrupted."""
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if result.status in ("optimal", "feasible") else EXIT_NO_PLAN
 
 
 class Command:
@@ -117,11 +111,12 @@ class Solve(Command):
         p.add_argument("--method", required=True, help=_methods_help())
         _add_solve_options(p)
         p.add_argument("--warm-start", metavar="SOLUTION", help="start exact methods from this plan")
-        p.add_argument("--out", metavar="FILE", help="default: solutions/<instance-stem>.<method>.json")
+        p.add_argument("--out", metavar="FILE|DIR", help="a file, or a directory to write into "
+                       "(default: solutions/<instance-stem>.<method>.json; a better solution there is kept)")
         p.add_argument("--json", action="store_true", help="print the solution JSON on stdout")
 
     def run(self, args):
-        from wafopt.problems import evaluate
+        from wafopt.api import Result, check_warm_start, save
         from wafopt.compose.runner import run
         from wafopt.core.registry import method_function
         from wafopt.core.solution import read_solution
@@ -134,30 +129,26 @@ class Solve(Command):
             if start.problem != loaded.problem:
                 raise InstanceError(f"is a {start.problem} solution, this instance is {loaded.problem}",
                                     args.warm_start)
-            verdict = evaluate(loaded.problem, loaded.instance, start.plan)
-            if not verdict.feasible:
-                raise InstanceError("the warm start is not a feasible plan of this instance: "
-                                    + "; ".join(verdict.violations[:3]), args.warm_start)
+            check_warm_start(loaded, start.plan, args.warm_start)
             options.warm_start = start.plan
-        out = Path(args.out) if args.out else default_solution_path(args.instance, args.method, loaded)
         if not options.quiet:
             _stderr(f"solving {args.instance} ({loaded.problem}) with {args.method}"
                     + (f", time limit {args.time_limit:g} s" if args.time_limit else ""))
-        solution = run(loaded, args.method, options)
-        solution.write(out)
+        result = Result.of(run(loaded, args.method, options))
+        out, note = save(result, loaded, args.out)
         if args.json:
-            print(json.dumps(solution.to_dict(), indent=1))
+            print(json.dumps(result.solution.to_dict(), indent=1))
         else:
-            print(f"{solution.status:10s} objective {_fmt(solution.objective)}  bound {_fmt(solution.bound)}"
-                  f"  gap {_pct(solution.gap)}  {solution.time_s:.2f} s  [{solution.solver}]")
-            if solution.message:
-                print(f"note: {solution.message}")
+            bound = result.bound
+            print(f"{result.status.value:10s} objective {_fmt(result.objective)}  bound {_fmt(bound and bound.value)}"
+                  + (f" ({bound.provenance}: {bound.kind})" if bound else "")
+                  + f"  gap {_pct(result.gap)}  {result.time_s:.2f} s  [{result.solution.solver}]")
+            if result.message:
+                print(f"note: {result.message}")
             print(f"wrote {out}")
-        if solution.stats.get("interrupted"):
-            return EXIT_INTERRUPTED
-        if solution.status == "infeasible":
-            return EXIT_INFEASIBLE
-        return EXIT_OK if solution.status in ("optimal", "feasible") else EXIT_INTERNAL
+        if note:
+            _stderr(f"wafopt: note: {note}")
+        return _exit_code(result)
 
 
 class Compare(Command):
@@ -178,32 +169,45 @@ class Compare(Command):
                             "(e.g. recompute_share,peak_fraction for plans)")
 
     def run(self, args):
+        from wafopt.api import Result, applicable, default_methods, save
         from wafopt.compose.runner import run
-        from wafopt.core.registry import method_function
         from wafopt.core.numeric import relative_gap
+        from wafopt.core.registry import PROBLEMS, methods as methods_of
 
         extra = [k.strip() for k in args.details.split(",") if k.strip()]
-        if args.methods is not None and not [m for m in args.methods.split(",") if m.strip()]:
+        asked = None if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
+        if asked is not None and not asked:
             raise InstanceError("names no method", "--methods")
-        # load every instance and check every method before solving anything
+        known_anywhere = {m for p in PROBLEMS for m in methods_of(p)}
+        for method in asked or []:
+            if method not in known_anywhere:
+                raise InstanceError(f"unknown method {method!r} (known: {', '.join(sorted(known_anywhere))})",
+                                    "--methods")
+        # load every instance before solving anything; a method that does not apply is skipped
         jobs = []
         for path in args.instances:
             loaded = _load(path, args.problem)
-            methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else list(
-                getattr(loaded.module, "DEFAULT_METHODS", loaded.methods))
-            for method in methods:
-                method_function(loaded.problem, method)
-            jobs.append((path, loaded, methods))
+            chosen = asked if asked is not None else default_methods(loaded)
+            jobs.append((loaded, [m for m in chosen if applicable(loaded, m)],
+                         [m for m in chosen if not applicable(loaded, m)]))
+        if asked is not None and not any(run_ for _, run_, _ in jobs):
+            raise InstanceError(f"none of {', '.join(asked)} applies to these instances", "--methods")
         rows = []
-        for path, loaded, methods in jobs:
+        code = EXIT_OK
+        for loaded, methods, skipped in jobs:
             block = []
             for k, method in enumerate(methods):
                 if not args.quiet:
                     _stderr(f"[{loaded.name}] {method} ({k + 1}/{len(methods)}) ...")
-                solution = run(loaded, method, _options(args))
+                result = Result.of(run(loaded, method, _options(args)))
                 if args.save:
-                    solution.write(default_solution_path(path, method, loaded))
-                block.append(solution)
+                    _, note = save(result, loaded)
+                    if note:
+                        _stderr(f"wafopt: note: {note}")
+                block.append(result.solution)
+                if result.interrupted:
+                    code = EXIT_INTERRUPTED
+                    break
             best_bound = max((s.bound for s in block if s.bound is not None), default=None)
             best_obj = min((s.objective for s in block if s.objective is not None), default=None)
             if best_bound is not None and best_obj is not None:
@@ -211,16 +215,23 @@ class Compare(Command):
             known = loaded.known_optimum
             block_rows = [{
                 "instance": loaded.name, "method": s.method, "status": s.status,
-                "objective": s.objective, "bound": s.bound, "gap": s.gap,
-                "gap_best_bound": relative_gap(s.objective, best_bound),
+                "objective": s.objective, "bound": s.bound, "bound_provenance": s.bound_provenance,
+                "gap": s.gap, "gap_best_bound": relative_gap(s.objective, best_bound),
                 "known_optimum": known.value if known else None,
                 "gap_known": (None if known is None or s.objective is None
                               else (s.objective - known.value) / abs(known.value or 1.0)),
                 "time_s": s.time_s, "solver": s.solver, "message": s.message,
                 **{k: (s.evaluation.get("details") or {}).get(k) for k in extra}} for s in block]
+            block_rows += [{"instance": loaded.name, "method": m, "status": "skipped", "objective": None,
+                            "bound": None, "bound_provenance": "none", "gap": None, "gap_best_bound": None,
+                            "known_optimum": known.value if known else None, "gap_known": None, "time_s": None,
+                            "solver": "", "message": f"does not apply to problem {loaded.problem}",
+                            **{k: None for k in extra}} for m in skipped]
             rows += block_rows
             if not (args.json or args.csv):  # each table as soon as its instance is done
                 self.print_tables(block_rows, extra, getattr(loaded.module, "OBJECTIVE", ""), args.markdown)
+            if code == EXIT_INTERRUPTED:
+                break
         missing = [k for k in extra if all(r[k] is None for r in rows)]
         if missing:
             _stderr(f"wafopt: note: no evaluation has details {', '.join(missing)}")
@@ -232,21 +243,23 @@ class Compare(Command):
             writer.writeheader()
             writer.writerows(rows)
             print(buf.getvalue(), end="")
-        return EXIT_OK
+        return code
 
     @staticmethod
     def print_tables(rows, extra=(), objective: str = "", markdown: bool = False):
-        columns = ["method", "status", "objective", "bound", "gap", "gap_best_bound", "time_s", *extra]
+        columns = ["method", "status", "objective", "bound", "bound_provenance", "gap", "gap_best_bound", "time_s",
+                   *extra]
         if any(r["known_optimum"] is not None for r in rows):
             columns.append("gap_known")
-        heads = {"gap_best_bound": "gap to best bound", "time_s": "time (s)", "gap_known": "gap to known opt."}
+        heads = {"bound_provenance": "bound from", "gap_best_bound": "gap to best bound", "time_s": "time (s)", "gap_known": "gap to known opt."}
         for name in dict.fromkeys(r["instance"] for r in rows):
             block = [r for r in rows if r["instance"] == name]
             known = block[0]["known_optimum"]
             title = f"{name}" + (f" — objective: {objective}" if objective else "") + \
                 (f" (known optimum {_fmt(known)})" if known is not None else "")
             cells = [[_pct(r[c]) if c.startswith("gap") else
-                      (f"{r[c]:.2f}" if c == "time_s" else _fmt(r[c])) for c in columns] for r in block]
+                      (f"{r[c]:.2f}" if c == "time_s" and r[c] is not None else _fmt(r[c])) for c in columns]
+                     for r in block]
             headers = [heads.get(c, c) for c in columns]
             if markdown:
                 print(f"\n**{title}**\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from dataclasses import replace
 
 from wafopt.core.budget import SolveOptions, progress_line
 from wafopt.core.numeric import relative_gap, settle_status
@@ -102,7 +103,7 @@ def finish(loaded: Loaded, method: str, result: MethodResult, elapsed: float,
     bound: Bound | None = result.bound
     status, kept, note = settle_status(result.status, objective, bound.value if bound else None, ev.feasible)
     message = _note(message, note) if note else message
-    bound = bound if kept is not None else None
+    bound = None if kept is None else replace(bound, value=kept)
     if status == "infeasible":
         objective = None
     gap = relative_gap(objective, bound.value if bound else None) if status in ("optimal", "feasible") else None

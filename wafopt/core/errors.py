@@ -3,7 +3,8 @@
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_INVALID = 2
-EXIT_INFEASIBLE = 3
+EXIT_NO_PLAN = 3       # no feasible plan exists, or none was found within the budget
+EXIT_INFEASIBLE = EXIT_NO_PLAN  # `evaluate`: the plan is infeasible
 EXIT_NOT_CERTIFIED = 4
 EXIT_INTERRUPTED = 130  # Ctrl-C: the best plan so far is still written
 

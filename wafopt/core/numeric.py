@@ -84,7 +84,7 @@ def settle_status(claimed: str, objective: float | None, bound: float | None,
                                  f"{objective:.10g}: discarded"
     if bound is not None and close(bound, objective):
         note = "" if claimed == "optimal" else "optimal: the proven bound equals the objective"
-        return "optimal", bound, note
+        return "optimal", min(bound, objective), note  # never report float noise above the objective
     if claimed == "optimal":
         return "feasible", bound, "claimed optimal but the evaluated objective exceeds the proven bound"
     return "feasible", bound, ""

@@ -1,0 +1,82 @@
+"""The public Python API: the README example runs as written, and the API agrees with the CLI."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import wafopt
+from wafopt.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_python_example_runs(monkeypatch):
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"## Python API\n\n```python\n(.*?)```", text, flags=re.S)
+    assert block, "README has no Python API example"
+    monkeypatch.chdir(ROOT)
+    exec(compile(block.group(1), "README.md", "exec"), {})
+
+
+def test_solve_returns_typed_result_with_evaluated_objective():
+    inst = wafopt.load(ROOT / "instances/recompute/rc-example-local.yaml")
+    result = wafopt.solve(inst, "milp", time_limit=20)
+    assert result.status is wafopt.Status.OPTIMAL
+    assert result.objective == wafopt.evaluate(inst, result.plan).objective
+    assert result.bound is not None and result.bound.value <= result.objective
+    assert result.gap == 0.0
+
+
+def test_load_accepts_a_mapping_and_rejects_bad_arguments():
+    data = {"problem": "tatp", "mesh": {"rows": 2, "cols": 4}, "group_size": 4, "groups": 2}
+    inst = wafopt.load(data)
+    assert inst.problem == "tatp"
+    with pytest.raises(wafopt.InstanceError, match="time_limit"):
+        wafopt.solve(inst, "tiles", time_limit=-1)
+    with pytest.raises(wafopt.InstanceError, match="seed"):
+        wafopt.solve(inst, "tiles", seed=-3)
+    with pytest.raises(wafopt.InstanceError, match="--method"):
+        wafopt.solve(inst, "no-such-method")
+
+
+def test_compare_skips_methods_that_do_not_apply():
+    inst = wafopt.load(ROOT / "instances/recompute/rc-example-local.yaml")
+    results = wafopt.compare(inst, ["dp", "glb", "none"])
+    assert [r.method for r in results] == ["dp", "none"]
+
+
+def test_default_output_never_replaces_a_better_solution(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    inst = ROOT / "instances/placement/pl-sparse-12.yaml"
+    assert main(["solve", str(inst), "--method", "local", "--time-limit", "2", "--quiet"]) == 0
+    best = tmp_path / "solutions" / "pl-sparse-12.local.json"
+    kept = json.loads(best.read_text())
+    # a worse plan for the same instance and method: the default path keeps the better one
+    assert main(["solve", str(inst), "--method", "local", "--time-limit", "2", "--quiet",
+                 "--warm-start", str(best)]) == 0
+    worse = dict(kept, objective=kept["objective"] * 2)
+    best.write_text(json.dumps(dict(kept, objective=kept["objective"] / 2, bound=None)))
+    assert main(["solve", str(inst), "--method", "serpentine", "--quiet",
+                 "--out", str(tmp_path / "solutions")]) == 0
+    assert json.loads(best.read_text())["objective"] == kept["objective"] / 2  # untouched
+    serp = tmp_path / "solutions" / "pl-sparse-12.serpentine.json"
+    assert serp.exists()
+    serp_data = json.loads(serp.read_text())
+    serp.write_text(json.dumps(dict(serp_data, objective=1.0)))  # pretend a much better one is there
+    assert main(["solve", str(inst), "--method", "serpentine", "--quiet"]) == 0
+    assert json.loads(serp.read_text())["objective"] == 1.0
+    beside = tmp_path / "solutions" / "pl-sparse-12.serpentine.1.json"
+    assert json.loads(beside.read_text())["objective"] == serp_data["objective"]
+    assert "kept" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("*.tmp")), "no stray temporary files"
+    del worse
+
+
+def test_exit_code_3_when_no_plan(tmp_path):
+    # more stages than slots: the mem_pair demand exceeds every helper's room -> infeasible
+    inst = tmp_path / "mp.yaml"
+    inst.write_text("problem: mem_pair\nmesh: {rows: 2, cols: 2}\nchunk: 1\n"
+                    "senders: [{die: [0, 0], overflow: 5}]\nhelpers: [{die: [0, 1], spare: 1}]\n")
+    assert main(["solve", str(inst), "--method", "milp", "--quiet", "--out", str(tmp_path / "s.json")]) == 3
