@@ -1,0 +1,160 @@
+"""Design-space exploration: enumeration, deduplication, pruning that keeps the optimum, the store."""
+
+import itertools
+import math
+
+import pytest
+
+from wafopt.explore import synthetic
+from wafopt.explore.enumerate import (EdgeConfig, _canonical, edge_config, edge_sequences, enumerate_designs)
+from wafopt.explore.run import Explorer, Workload
+from wafopt.explore.space import parse_space
+from wafopt.explore.store import Store
+
+UNITS = [
+    {"name": "hbm", "kind": "dram", "width_mm": 7.0, "depth_mm": 1.5, "capacity_gb": 16, "bandwidth_tbps": 0.5},
+    {"name": "hbm-l", "kind": "dram", "width_mm": 7.0, "depth_mm": 3.0, "capacity_gb": 24, "bandwidth_tbps": 0.5},
+    {"name": "hbm-f", "kind": "dram", "width_mm": 8.0, "depth_mm": 2.0, "capacity_gb": 12, "bandwidth_tbps": 1.0},
+    {"name": "d2d", "kind": "d2d", "width_mm": 4.0, "depth_mm": 0.0, "bandwidth_tbps": 1.0},
+    {"name": "d2d-w", "kind": "d2d", "width_mm": 6.0, "depth_mm": 0.5, "bandwidth_tbps": 1.75},
+]
+DIES = [{"name": "c16", "cores": [16, 16], "size_mm": [21.92, 22.81], "core_tflops": 2.0},
+        {"name": "c18", "cores": [18, 18], "size_mm": [25.5, 25.2]},
+        {"name": "c14", "cores": [14, 14], "size_mm": [19.2, 19.9]},
+        {"name": "c20", "cores": [20, 20], "size_mm": [28.0, 28.5]}]
+
+
+def space(units=UNITS, max_units=3, dies=DIES, **extra):
+    data = {"problem": "explore", "compute_dies": dies,
+            "edge": {"budget_tbps": 12, "max_units": max_units, "units": units},
+            "workloads": [{"name": "small", "scenario": "s.yaml"}, {"name": "large", "scenario": "l.yaml"}],
+            **extra}
+    return parse_space(data)
+
+
+WORKLOADS = [Workload("small", {"size": 1.0}, "s", 1.0), Workload("large", {"size": 3.0}, "l", 1.0)]
+
+
+def test_edge_dedup_removes_only_reorderings():
+    sp = space().space
+    seqs = list(edge_sequences(sp.edge.units, 3, 21.92))
+    configs = {}
+    for seq in seqs:
+        configs.setdefault(edge_config(seq).units, set()).add(edge_config(seq))
+    # every group of orders has one set of metrics: the order never matters
+    assert all(len(v) == 1 for v in configs.values())
+    assert len(configs) < len(seqs)
+
+
+def test_dedup_keeps_every_distinct_design_brute_force():
+    """Brute force over ordered arrangements on all four sides of a small space: the distinct
+    wafer metrics equal those the enumerator reaches before its dominance pruning."""
+    units = UNITS[:1] + UNITS[3:4]
+    sp = space(units=units, max_units=2, dies=DIES[:1]).space
+    w, h = sp.compute_dies[0].size_mm
+    ns = list(edge_sequences(sp.edge.units, 2, w))
+    ew = list(edge_sequences(sp.edge.units, 2, h))
+    brute = set()
+    for n, e, s, wst in itertools.product(ns, ew, ns, ew):
+        cfg = [edge_config(x) for x in (n, e, s, wst)]
+        if sum(c.budget_tbps for c in cfg) > sp.edge.budget_tbps + 1e-9:
+            continue
+        link = min(min(cfg[1].d2d_tbps, cfg[3].d2d_tbps), min(cfg[0].d2d_tbps, cfg[2].d2d_tbps))
+        die_w = round(w + cfg[1].depth_mm + cfg[3].depth_mm, 9)
+        die_h = round(h + cfg[0].depth_mm + cfg[2].depth_mm, 9)
+        rows, cols = int(sp.wafer.height_mm // die_h), int(sp.wafer.width_mm // die_w)
+        if link <= 0 or rows * cols < 1:
+            continue
+        brute.add((*sorted((rows, cols)), 512.0, round(sum(c.dram_gb for c in cfg), 9),
+                   round(sum(c.dram_tbps for c in cfg), 9), round(link, 9)))
+    designs, _ = enumerate_designs(sp)
+    kept = {_canonical(d, True) for d in designs}
+    assert kept <= brute
+    # every brute-force design is dominated by (or equal to) one the enumerator kept
+    for b in brute:
+        assert any(all(k >= v for k, v in zip(keep, b)) for keep in kept), b
+
+
+def test_enumeration_counts_and_table_ii_style_points():
+    designs, counts = enumerate_designs(space().space)
+    assert counts["N/S after dedup"] <= counts["N/S edge arrangements"]
+    assert counts["wafers after wafer pruning"] == len(designs) <= counts["wafers after dedup"]
+    assert all(d.link_tbps > 0 and d.rows * d.cols >= 1 for d in designs)
+
+
+def explorer(sp, error=0.1, epsilon=0.1, store=None, workers=0, time_limit=None):
+    return Explorer(sp, WORKLOADS, synthetic.WithError(error), epsilon, store=store, workers=workers,
+                    time_limit=time_limit)
+
+
+def big_space():
+    sp = space(max_units=4, min_dies=1)
+    designs, _ = enumerate_designs(sp.space)
+    assert len(designs) >= 200, len(designs)
+    return sp
+
+
+@pytest.mark.parametrize("error", [0.0, 0.05, 0.1])
+def test_pruned_run_finds_the_exhaustive_optimum_with_far_fewer_fine_evaluations(error):
+    sp = big_space()
+    full = explorer(sp, error=error).run(exhaustive=True)
+    pruned = explorer(sp, error=error).run()
+    assert pruned["best"]["design"] == full["best"]["design"]
+    assert pruned["best"]["value"] == pytest.approx(full["best"]["value"])
+    assert pruned["proven"]
+    assert full["evaluations"]["F3"] >= 10 * pruned["evaluations"]["F3"]
+
+
+def test_resume_after_a_kill_repeats_no_work(tmp_path):
+    sp = big_space()
+    path = tmp_path / "store.sqlite"
+    calls = {"n": 0}
+
+    class Dies(synthetic.WithError):
+        def __call__(self, task):
+            calls["n"] += 1
+            if task["fidelity"] == "F2" and calls["n"] > 700:
+                raise KeyboardInterrupt  # the run is killed mid-way
+            return super().__call__(task)
+
+    with pytest.raises(KeyboardInterrupt):
+        Explorer(sp, WORKLOADS, Dies(0.1), 0.1, store=Store(path)).run()
+    done = Store(path).count()
+    assert done > 0
+    again = explorer(sp, store=Store(path)).run()
+    fresh = explorer(sp).run()
+    assert again["best"] == fresh["best"] and again["table"] == fresh["table"]
+    total = sum(fresh["evaluations"].values())
+    assert sum(again["evaluations"].values()) == total - done  # nothing done twice
+    third = explorer(sp, store=Store(path)).run()
+    assert sum(third["evaluations"].values()) == 0
+
+
+def test_s_curve_grows_with_the_assumed_error_and_confidence_when_stopped():
+    sp = big_space()
+    out = explorer(sp).run()
+    counts = [p["potentially_optimal"] for p in out["s_curve"]]
+    assert counts[0] >= 1 and counts == sorted(counts) and counts[-1] > counts[0]
+    stopped = explorer(sp, time_limit=0.0).run()
+    assert not stopped["proven"] and stopped["remaining"]
+    assert 0.0 <= stopped.get("confidence", {"probability_best_is_optimal": 0.0})[
+        "probability_best_is_optimal"] <= 1.0
+
+
+def test_one_and_two_dask_workers_give_the_same_table():
+    sp = space(max_units=2)
+    one = explorer(sp, workers=1).run()
+    two = explorer(sp, workers=2).run()
+    assert one["table"] == two["table"] and one["best"] == two["best"]
+    serial = explorer(sp).run()
+    assert serial["table"] == one["table"]
+
+
+def test_space_file_errors_name_the_field():
+    from wafopt.core.errors import InstanceError
+
+    with pytest.raises(InstanceError, match="edge.units.0.bandwidth_tbps"):
+        space(units=[dict(UNITS[0], bandwidth_tbps=-1)])
+    with pytest.raises(InstanceError, match="compute_dies"):
+        space(dies=[])
+    assert math.isfinite(EdgeConfig((), 0, 0, 0, 0, 0).budget_tbps)

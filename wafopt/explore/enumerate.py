@@ -1,0 +1,280 @@
+"""Enumerate the design space: edge arrangements, dies, wafers; deduplicate and prune.
+
+Steps (the multi-fidelity DSE paper, Methods 1.1-1.2; WATOS Sec. III-A hardware template):
+1. every arrangement of up to `max_units` units along one edge (ordered sequences);
+2. deduplicate at the edge level: an edge's metrics do not depend on the order of its units, so
+   permutations are one arrangement (a multiset), before edges are combined;
+3. prune at the edge level: among arrangements with the same footprint (depth), drop one that
+   another beats or equals in DRAM capacity, DRAM bandwidth and D2D bandwidth while using no
+   more of the interface budget (strictly better somewhere);
+4. combine four edges with each compute die into dies, within the interface budget: opposite edges
+   pair up (N+S, E+W; mirror images are one), and among pairs that fit the same number of dies
+   along their axis, a pair another dominates (no less DRAM, DRAM bandwidth or link bandwidth, no
+   more budget) is dropped; dies with the same metrics are one;
+5. tile each die on the wafer area, as many as fit, in a mesh; a square wafer makes a die and its
+   transpose equivalent;
+6. prune at the wafer level: drop a design that another strictly dominates, that is, has a mesh
+   at least as large in both directions (so it contains this one's mesh) and at least as much
+   per-die compute, DRAM capacity, DRAM bandwidth and link bandwidth, and more of one. Every plan
+   of the dominated design runs on the other with no resource smaller, so the other's best plan is
+   at least as fast under a cost model that never gets slower with more resources: the optimum
+   survives. (Totals alone would not do: more compute spread over more, weaker dies can lose.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from dataclasses import dataclass
+
+from wafopt.explore.space import ComputeDie, EdgeUnit, Space
+
+SIDES = ("N", "E", "S", "W")  # N/S edges run along the die's width, E/W along its height
+
+
+@dataclass(frozen=True)
+class EdgeConfig:
+    units: tuple[str, ...]      # unit names, sorted (the canonical form of all their orders)
+    length_mm: float            # along the edge
+    depth_mm: float             # how far the units reach out: the die grows by this
+    dram_gb: float
+    dram_tbps: float
+    d2d_tbps: float
+
+    @property
+    def budget_tbps(self) -> float:
+        """Interface budget used: DRAM bandwidth plus half the D2D bandwidth (a link is shared by
+        the two dies it joins)."""
+        return self.dram_tbps + self.d2d_tbps / 2
+
+    def dominates(self, other: "EdgeConfig") -> bool:
+        """Same footprint; no worse anywhere and better somewhere (budget: less is better)."""
+        if not math.isclose(self.depth_mm, other.depth_mm):
+            return False
+        mine = (self.dram_gb, self.dram_tbps, self.d2d_tbps, -self.budget_tbps)
+        theirs = (other.dram_gb, other.dram_tbps, other.d2d_tbps, -other.budget_tbps)
+        return all(a >= b for a, b in zip(mine, theirs)) and mine != theirs
+
+
+@dataclass(frozen=True)
+class Design:
+    """One wafer: a compute die with its edges, tiled rows x cols."""
+
+    id: str
+    compute: str
+    edges: tuple[tuple[str, ...], ...]   # units per side, N E S W
+    die_w_mm: float
+    die_h_mm: float
+    rows: int                            # dies along y
+    cols: int                            # dies along x
+    die_tflops: float
+    dram_gb: float                       # per die
+    dram_tbps: float                     # per die
+    link_tbps: float                     # per link and direction: the weaker axis
+    link_latency_us: float
+
+    @property
+    def dies(self) -> int:
+        return self.rows * self.cols
+
+    @property
+    def area_mm2(self) -> float:
+        return self.die_w_mm * self.die_h_mm
+
+    @property
+    def aspect(self) -> float:
+        return max(self.die_w_mm, self.die_h_mm) / min(self.die_w_mm, self.die_h_mm)
+
+    def metrics(self) -> tuple:
+        return (self.rows, self.cols, self.die_tflops, self.dram_gb, self.dram_tbps, self.link_tbps)
+
+    def wafer_spec(self) -> dict:
+        """The wafer as an inline scenario mapping (wafopt.hardware.catalog.resolve_wafer)."""
+        return {"name": self.id, "rows": self.rows, "cols": self.cols, "die_tflops": self.die_tflops,
+                "dram_gb": self.dram_gb, "dram_bw_tbps": self.dram_tbps, "link_bw_tbps": self.link_tbps,
+                "link_latency_us": self.link_latency_us,
+                "source": f"wafopt explore design {self.id}: {self.compute} die "
+                          f"{self.die_w_mm:.2f} x {self.die_h_mm:.2f} mm"}
+
+    def to_dict(self) -> dict:
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out["edges"] = [list(e) for e in self.edges]
+        return {**out, "dies": self.dies, "area_mm2": self.area_mm2}
+
+
+def _round(x: float) -> float:
+    return round(x, 9)  # metrics are sums of decimal data: compare them at this resolution
+
+
+def edge_sequences(units: tuple[EdgeUnit, ...], max_units: int, length_mm: float):
+    """Every ordered arrangement of up to max_units units that fits along an edge of this length."""
+    for k in range(max_units + 1):
+        for seq in itertools.product(units, repeat=k):
+            if sum(u.width_mm for u in seq) <= length_mm + 1e-9:
+                yield seq
+
+
+def edge_config(seq) -> EdgeConfig:
+    dram = [u for u in seq if u.kind == "dram"]
+    d2d = [u for u in seq if u.kind == "d2d"]
+    return EdgeConfig(tuple(sorted(u.name for u in seq)), _round(sum(u.width_mm for u in seq)),
+                      _round(max((u.depth_mm for u in seq), default=0.0)),
+                      _round(sum(u.capacity_gb for u in dram)), _round(sum(u.bandwidth_tbps for u in dram)),
+                      _round(sum(u.bandwidth_tbps for u in d2d)))
+
+
+def edge_options(space: Space, length_mm: float, counts: dict, label: str) -> list[EdgeConfig]:
+    """Deduplicated and pruned arrangements of one edge of the given length."""
+    ordered = list(edge_sequences(space.edge.units, space.edge.max_units, length_mm))
+    unique = {}
+    for seq in ordered:
+        cfg = edge_config(seq)
+        unique.setdefault(cfg.units, cfg)
+    kept = [c for c in unique.values() if not any(o.dominates(c) for o in unique.values())]
+    counts[f"{label} edge arrangements"] = counts.get(f"{label} edge arrangements", 0) + len(ordered)
+    counts[f"{label} after dedup"] = counts.get(f"{label} after dedup", 0) + len(unique)
+    counts[f"{label} after edge pruning"] = counts.get(f"{label} after edge pruning", 0) + len(kept)
+    return sorted(kept, key=lambda c: c.units)
+
+
+def _design_id(compute: str, edges) -> str:
+    text = compute + "|" + "|".join(",".join(e) for e in edges)
+    return f"{compute}-" + hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+@dataclass(frozen=True)
+class AxisPair:
+    """The two edges facing each other across one axis (N+S, or E+W): they add up in footprint,
+    DRAM and budget; the links along that axis run at the weaker edge's D2D bandwidth."""
+
+    a: EdgeConfig
+    b: EdgeConfig
+    depth_mm: float
+    dram_gb: float
+    dram_tbps: float
+    link_tbps: float
+    budget_tbps: float
+
+    @classmethod
+    def of(cls, a: EdgeConfig, b: EdgeConfig) -> "AxisPair":
+        return cls(a, b, _round(a.depth_mm + b.depth_mm), _round(a.dram_gb + b.dram_gb),
+                   _round(a.dram_tbps + b.dram_tbps), min(a.d2d_tbps, b.d2d_tbps),
+                   _round(a.budget_tbps + b.budget_tbps))
+
+    def key(self) -> tuple:
+        return (self.dram_gb, self.dram_tbps, self.link_tbps, -self.budget_tbps)
+
+
+def axis_pairs(edges: list[EdgeConfig], core_mm: float, wafer_mm: float) -> dict[int, list[AxisPair]]:
+    """Pairs of opposite edges (unordered: the two sides are mirror images), grouped by how many
+    dies fit along the axis; within a group only pairs no other pair dominates (at least as much
+    DRAM, DRAM bandwidth and link bandwidth for no more budget) are kept: swapping in the
+    dominating pair keeps every die within budget and no resource smaller, so the optimum survives."""
+    groups: dict[int, dict[tuple, AxisPair]] = {}
+    for a, b in itertools.combinations_with_replacement(edges, 2):
+        pair = AxisPair.of(a, b)
+        fits = int(wafer_mm // _round(core_mm + pair.depth_mm))
+        if fits >= 1 and pair.link_tbps > 0:
+            groups.setdefault(fits, {}).setdefault(pair.key(), pair)
+    out = {}
+    for fits, pairs in groups.items():
+        keys = sorted(pairs, reverse=True)
+        front: list[tuple] = []
+        for k in keys:  # a dominating key sorts before the keys it dominates
+            if not any(all(x >= y for x, y in zip(f, k)) for f in front):
+                front.append(k)
+        out[fits] = [pairs[k] for k in front]
+    return out
+
+
+def count_within_budget(ns: list[AxisPair], ew: list[AxisPair], budget: float) -> int:
+    """How many (N+S, E+W) combinations fit the interface budget (counted, not built)."""
+    import numpy as np
+
+    costs = np.sort(np.array([p.budget_tbps for p in ew]))
+    return int(sum(np.searchsorted(costs, budget - p.budget_tbps + 1e-9, side="right") for p in ns))
+
+
+def dies_of(space: Space, die: ComputeDie, counts: dict) -> list[Design]:
+    """The dies of this compute die within the interface budget, tiled on the wafer."""
+    w, h = die.size_mm
+    horizontal = edge_options(space, w, counts, "N/S")   # along the width
+    vertical = edge_options(space, h, counts, "E/W")     # along the height
+    budget = space.edge.budget_tbps
+    all_ns = [AxisPair.of(a, b) for a, b in itertools.combinations_with_replacement(horizontal, 2)]
+    all_ew = [AxisPair.of(a, b) for a, b in itertools.combinations_with_replacement(vertical, 2)]
+    counts["dies within budget"] = counts.get("dies within budget", 0) + count_within_budget(all_ns, all_ew, budget)
+    by_rows = axis_pairs(horizontal, h, space.wafer.height_mm)   # N+S depth sets the rows
+    by_cols = axis_pairs(vertical, w, space.wafer.width_mm)      # E+W depth sets the columns
+    out, seen = [], set()
+    for rows, ns_pairs in by_rows.items():
+        for cols, ew_pairs in by_cols.items():
+            if rows * cols < space.min_dies:
+                continue
+            for ns in ns_pairs:
+                for ew in ew_pairs:
+                    if ns.budget_tbps + ew.budget_tbps > budget + 1e-9:
+                        continue
+                    metrics = (rows, cols, _round(ns.dram_gb + ew.dram_gb), _round(ns.dram_tbps + ew.dram_tbps),
+                               min(ns.link_tbps, ew.link_tbps))
+                    if metrics in seen:  # equal metrics: an equivalent die, already built
+                        continue
+                    seen.add(metrics)
+                    edges = (ns.a.units, ew.a.units, ns.b.units, ew.b.units)
+                    out.append(Design(_design_id(die.name, edges), die.name, edges,
+                                      _round(w + ew.depth_mm), _round(h + ns.depth_mm), rows, cols,
+                                      _round(die.peak_tflops), _round(ns.dram_gb + ew.dram_gb),
+                                      _round(ns.dram_tbps + ew.dram_tbps), min(ns.link_tbps, ew.link_tbps),
+                                      space.wafer.link_latency_us))
+    counts["dies kept (axis pruning)"] = counts.get("dies kept (axis pruning)", 0) + len(out)
+    return out
+
+
+def _canonical(design: Design, square_wafer: bool) -> tuple:
+    rows, cols, *rest = design.metrics()
+    if square_wafer:
+        rows, cols = sorted((rows, cols))
+    return (rows, cols, *rest)
+
+
+def dominates(a: Design, b: Design, square_wafer: bool) -> bool:
+    """a strictly dominates b: a mesh that contains b's, and no per-die resource smaller."""
+    ra, ca, *ma = _canonical(a, square_wafer)
+    rb, cb, *mb = _canonical(b, square_wafer)
+    mine, theirs = (ra, ca, *ma), (rb, cb, *mb)
+    return all(x >= y for x, y in zip(mine, theirs)) and mine != theirs
+
+
+def enumerate_designs(space: Space) -> tuple[list[Design], dict]:
+    """The designs that survive every step, and the count after each step."""
+    counts: dict[str, int] = {}
+    dies = [d for die in space.compute_dies for d in dies_of(space, die, counts)]
+    square = math.isclose(space.wafer.width_mm, space.wafer.height_mm)
+    unique: dict[tuple, Design] = {}
+    for d in sorted(dies, key=lambda d: d.id):  # the same metrics: one design (the first id)
+        unique.setdefault(_canonical(d, square), d)
+    designs = list(unique.values())
+    counts["wafers after dedup"] = len(designs)
+    kept = pareto(designs, square)
+    counts["wafers after wafer pruning"] = len(kept)
+    return sorted(kept, key=lambda d: d.id), counts
+
+
+def pareto(designs: list[Design], square_wafer: bool) -> list[Design]:
+    """Designs no other design strictly dominates. Sorted so that a dominator comes first; each
+    design is checked against the front so far at once (numpy)."""
+    import numpy as np
+
+    keyed = sorted(((_canonical(d, square_wafer), d) for d in designs), key=lambda kd: tuple(-x for x in kd[0]))
+    front: list[Design] = []
+    rows = np.empty((len(keyed), len(keyed[0][0]) if keyed else 0))
+    n = 0
+    for key, d in keyed:
+        k = np.asarray(key, dtype=float)
+        if n and np.any(np.all(rows[:n] >= k, axis=1) & np.any(rows[:n] > k, axis=1)):
+            continue
+        rows[n] = k
+        n += 1
+        front.append(d)
+    return front

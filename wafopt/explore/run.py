@@ -1,0 +1,320 @@
+"""The exploration: enumerate, then climb the fidelity ladder only where it can still change the answer.
+
+Fidelities (per design and workload; wafopt.explore.fidelity):
+- F0: the planner's certified lower bound on iteration time (valid for every plan);
+- F1: a fast feasible plan, evaluated analytically (an upper bound on the analytic optimum);
+- F2: the joint planner within a budget (a better plan, a tighter bound);
+- F3: the simulator on F2's plan (the value a design is judged by).
+
+The calibration gives epsilon, the largest relative error of the analytic model against the
+simulator. A design's simulated value is then at least (1 - epsilon) x its lower bound, and the
+best design's simulated value at most (1 + epsilon) x its analytic value. A design is pruned only
+when (1 - epsilon) x its lower bound exceeds the best simulated value found (or (1 + epsilon) x
+the best F1 value): the optimum under F3 survives. Designs climb in order of their bounds, in
+batches of a fixed size, so the work done and the table do not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from wafopt.explore.enumerate import Design, enumerate_designs, pareto
+from wafopt.explore.space import LoadedSpace
+from wafopt.explore.store import Store, task_key
+
+FIDELITIES = ("F0", "F1", "F2", "F3")
+BATCH = 4  # designs per round of fine evaluation (fixed: results must not depend on workers)
+
+
+@dataclass
+class Workload:
+    name: str
+    data: dict       # the scenario mapping (its wafer is replaced by each design's)
+    sha: str
+    weight: float
+
+
+@dataclass
+class DesignState:
+    design: Design
+    bound: dict = field(default_factory=dict)      # workload -> lower bound on iteration time (s)
+    upper: dict = field(default_factory=dict)      # workload -> analytic value of the best plan known
+    simulated: dict = field(default_factory=dict)  # workload -> simulated iteration time (s)
+    plans: dict = field(default_factory=dict)      # workload -> F2 plan
+    fidelity: str = ""
+    status: str = "pending"                        # pending | infeasible | pruned (why) | evaluated
+    why: str = ""
+
+
+class Objective:
+    """Designs are ranked by a cost to minimize, monotone in every workload's iteration time:
+    the weighted geometric mean of iteration times (throughput), divided by the wafer's DRAM
+    capacity for `capacity_x_throughput` (WATOS Fig. 25)."""
+
+    def __init__(self, kind: str, workloads: list[Workload]):
+        self.kind = kind
+        self.weights = {w.name: w.weight for w in workloads}
+
+    def cost(self, design: Design, times: dict) -> float | None:
+        if set(times) != set(self.weights) or any(t is None or not t > 0 for t in times.values()):
+            return None
+        total = sum(self.weights.values())
+        mean = math.exp(sum(self.weights[k] * math.log(t) for k, t in times.items()) / total)
+        if self.kind == "capacity_x_throughput":
+            return mean / (design.dies * design.dram_gb)
+        return mean
+
+    def label(self) -> str:
+        return ("iteration time (s, weighted geometric mean over workloads)" if self.kind == "throughput"
+                else "iteration time / wafer DRAM capacity (s/GB; lower is better)")
+
+
+class Explorer:
+    def __init__(self, loaded: LoadedSpace, workloads: list[Workload], evaluate: Callable[[dict], dict],
+                 epsilon: float, store: Store | None = None, budget_s: float = 30.0, seed: int = 0,
+                 workers: int = 0, scheduler: str | None = None, time_limit: float | None = None,
+                 progress: Callable[[str, dict], None] | None = None):
+        self.space = loaded.space
+        self.workloads = workloads
+        self.evaluate = evaluate
+        self.epsilon = epsilon
+        self.store = store or Store(None)
+        self.budget_s = budget_s
+        self.seed = seed
+        self.workers = workers
+        self.scheduler = scheduler
+        self.deadline = None if time_limit is None else time.monotonic() + time_limit
+        self.progress = progress or (lambda level, info: None)
+        self.objective = Objective(self.space.objective, workloads)
+        self.evaluations = {f: 0 for f in FIDELITIES}     # evaluations run (cached ones not counted)
+        self.seconds = {f: 0.0 for f in FIDELITIES}
+        self._client = None
+
+    # ---- running tasks ------------------------------------------------------------------------
+    def _run(self, fidelity: str, items: list[tuple[DesignState, Workload, dict | None]]) -> list[dict]:
+        """Evaluate (design, workload) tasks at one fidelity, through the store; in order."""
+        tasks, keys, todo = [], [], []
+        for state, wl, plan in items:
+            design = state.design.to_dict()
+            task = {"fidelity": fidelity, "design": design, "workload": {"name": wl.name, "data": wl.data},
+                    "budget": self.budget_s, "seed": self.seed, "plan": plan}
+            key = task_key(design, wl.sha + (json.dumps(plan, sort_keys=True) if plan else ""), fidelity,
+                           self.budget_s if fidelity == "F2" else None)
+            tasks.append(task)
+            keys.append(key)
+            if self.store.get(key) is None:
+                todo.append(len(tasks) - 1)
+        started = time.perf_counter()
+        fresh = self._map([tasks[i] for i in todo])
+        self.seconds[fidelity] += time.perf_counter() - started
+        self.evaluations[fidelity] += len(todo)
+        self.store.put_many([(keys[i], items[i][0].design.id, items[i][1].name, fidelity, result)
+                             for i, result in zip(todo, fresh)])
+        return [self.store.get(k) for k in keys]
+
+    def _map(self, tasks: list[dict]) -> list[dict]:
+        if not tasks:
+            return []
+        if self.workers == 0 and self.scheduler is None:
+            return [self.evaluate(t) for t in tasks]
+        client = self._dask()
+        futures = client.map(self.evaluate, tasks, pure=False)
+        return client.gather(futures)
+
+    def _dask(self):
+        if self._client is None:
+            from distributed import Client, LocalCluster
+
+            if self.scheduler:
+                self._client = Client(self.scheduler)
+            else:
+                cluster = LocalCluster(n_workers=max(1, self.workers), threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=40)
+                self._client = Client(cluster)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            cluster = getattr(self._client, "cluster", None)
+            self._client.close()
+            if cluster is not None and not self.scheduler:
+                cluster.close()
+            self._client = None
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    # ---- the ladder ---------------------------------------------------------------------------
+    def lower(self, s: DesignState) -> float | None:
+        return self.objective.cost(s.design, s.bound)
+
+    def run(self, exhaustive: bool = False) -> dict:
+        started = time.perf_counter()
+        designs, counts = enumerate_designs(self.space)
+        states = [DesignState(d) for d in designs]
+        self.progress("enumerate", {"counts": counts})
+
+        # F0: a certified lower bound for every design and workload
+        pairs = [(s, w, None) for s in states for w in self.workloads]
+        for (s, w, _), r in zip(pairs, self._run("F0", pairs)):
+            if r["feasible"]:
+                s.bound[w.name] = r["bound"]
+            else:
+                s.status, s.why = "infeasible", f"{w.name}: {r['note']}"
+            s.fidelity = "F0"
+        live = [s for s in states if s.status != "infeasible"]
+        live.sort(key=lambda s: (self.lower(s), s.design.id))
+        self.progress("F0", {"evaluated": len(states), "remaining": len(live)})
+
+        # F1: a fast feasible plan for every design still in: an upper bound to prune against
+        pairs = [(s, w, None) for s in live for w in self.workloads]
+        for (s, w, _), r in zip(pairs, self._run("F1", pairs)):
+            if r["feasible"]:
+                s.upper[w.name] = r["value"]
+                if r.get("bound") is not None:
+                    s.bound[w.name] = max(s.bound[w.name], r["bound"])
+            s.fidelity = "F1"
+        eps = self.epsilon
+        uppers = [c for c in (self.objective.cost(s.design, s.upper) for s in live) if c is not None]
+        ceiling = (1 + eps) * min(uppers) if uppers else math.inf
+        candidates = []
+        for s in live:
+            if not exhaustive and (1 - eps) * self.lower(s) > ceiling:
+                s.status, s.why = "pruned", "F1: its bound is above a guaranteed value of another design"
+            else:
+                candidates.append(s)
+        self.progress("F1", {"evaluated": len(live), "remaining": len(candidates)})
+
+        # F2 + F3 in order of bound, until no remaining design can beat the best simulated one
+        best: DesignState | None = None
+        best_cost = math.inf
+        queue = list(candidates)
+        stopped = False
+        while queue:
+            if not exhaustive and (1 - eps) * self.lower(queue[0]) > best_cost:
+                for s in queue:
+                    s.status, s.why = "pruned", "F3: its bound is above the best simulated design"
+                queue = []
+                break
+            if self.expired():
+                stopped = True
+                break
+            batch, queue = queue[:BATCH], queue[BATCH:]
+            if not exhaustive:
+                keep = [s for s in batch if (1 - eps) * self.lower(s) <= best_cost]
+                for s in batch:
+                    if s not in keep:
+                        s.status, s.why = "pruned", "F3: its bound is above the best simulated design"
+                batch = keep
+            pairs = [(s, w, None) for s in batch for w in self.workloads]
+            for (s, w, _), r in zip(pairs, self._run("F2", pairs)):
+                if r["feasible"]:
+                    s.upper[w.name] = min(s.upper.get(w.name, math.inf), r["value"])
+                    s.plans[w.name] = r["plan"]
+                if r.get("bound") is not None:
+                    s.bound[w.name] = max(s.bound.get(w.name, 0.0), r["bound"])
+                s.fidelity = "F2"
+            pairs = [(s, w, s.plans[w.name]) for s in batch for w in self.workloads if w.name in s.plans]
+            for (s, w, _), r in zip(pairs, self._run("F3", pairs)):
+                if r["feasible"]:
+                    s.simulated[w.name] = r["value"]
+                s.fidelity = "F3"
+            for s in batch:
+                s.status = "evaluated"
+                cost = self.objective.cost(s.design, s.simulated)
+                if cost is not None and (cost < best_cost or (cost == best_cost and best and
+                                                               s.design.id < best.design.id)):
+                    best, best_cost = s, cost
+            queue.sort(key=lambda s: (self.lower(s), s.design.id))
+            self.progress("F3", {"evaluated": sum(x.status == "evaluated" for x in states),
+                                 "remaining": len(queue), "best": best and best.design.id,
+                                 "best_value": best_cost})
+        remaining = [s for s in queue] if stopped else []
+        for s in remaining:
+            s.status, s.why = "remaining", "not evaluated within the time limit"
+        return self.report(states, counts, best, best_cost, remaining, time.perf_counter() - started)
+
+    # ---- results ------------------------------------------------------------------------------
+    def coarse(self, s: DesignState) -> float | None:
+        """The best analytic estimate of a design: its best plan's value, else its bound."""
+        return self.objective.cost(s.design, {**s.bound, **s.upper})
+
+    def report(self, states, counts, best, best_cost, remaining, seconds) -> dict:
+        rows = []
+        for s in sorted(states, key=lambda s: (self.objective.cost(s.design, s.simulated) or math.inf,
+                                               self.lower(s) or math.inf, s.design.id)):
+            rows.append({"design": s.design.id, "compute": s.design.compute, "rows": s.design.rows,
+                         "cols": s.design.cols, "die_mm": [s.design.die_w_mm, s.design.die_h_mm],
+                         "die_tflops": s.design.die_tflops, "dram_gb": s.design.dram_gb,
+                         "dram_tbps": s.design.dram_tbps, "link_tbps": s.design.link_tbps,
+                         "bound": self.lower(s), "analytic": self.objective.cost(s.design, s.upper),
+                         "value": self.objective.cost(s.design, s.simulated), "fidelity": s.fidelity,
+                         "status": s.status, "why": s.why})
+        evaluated = [s for s in states if self.objective.cost(s.design, s.simulated) is not None]
+        front = self.pareto_front(evaluated)
+        out = {"objective": self.objective.label(), "epsilon": self.epsilon,
+               "best": None if best is None else {"design": best.design.id, "value": best_cost,
+                                                  "design_spec": best.design.to_dict()},
+               "counts": {**counts, "after F0 (feasible)": sum(s.status != "infeasible" for s in states)},
+               "evaluations": dict(self.evaluations), "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+               "remaining": [s.design.id for s in remaining],
+               "proven": best is not None and not remaining,
+               "table": rows, "pareto": front, "s_curve": self.s_curve(states),
+               "time_s": round(seconds, 3)}
+        if remaining and best is not None:
+            out["confidence"] = self.confidence(best_cost, remaining)
+        return out
+
+    def pareto_front(self, evaluated: list[DesignState]) -> list[str]:
+        """Designs no other beats in both simulated value and wafer DRAM capacity."""
+        pts = [(self.objective.cost(s.design, s.simulated), -s.design.dies * s.design.dram_gb, s.design.id)
+               for s in evaluated]
+        front = []
+        for v, c, i in sorted(pts):
+            if not front or c < front[-1][1]:
+                front.append((v, c, i))
+        return [i for _, _, i in front]
+
+    def s_curve(self, states, errors=None) -> list[dict]:
+        """For assumed model errors e, how many designs could still be the optimum: those whose
+        best case (1 - e) x estimate is not above the best design's worst case (1 + e) x estimate."""
+        estimates = [c for c in (self.coarse(s) for s in states if s.status != "infeasible") if c is not None]
+        if not estimates:
+            return []
+        top = min(estimates)
+        grid = errors if errors is not None else [round(x, 3) for x in np.linspace(0.0, 0.5, 51)]
+        return [{"error": e, "potentially_optimal": sum((1 - e) * c <= (1 + e) * top for c in estimates)}
+                for e in grid]
+
+    def confidence(self, best_cost: float, remaining: list[DesignState], samples: int = 2000) -> dict:
+        """P(the best found design is optimal), by Monte Carlo over the remaining candidates with
+        relative errors drawn from the calibration's empirical error distribution."""
+        from wafopt.explore.fidelity import calibration_errors
+
+        errors = np.asarray(calibration_errors() or [self.epsilon, -self.epsilon])
+        rng = np.random.default_rng(self.seed)
+        est = np.array([self.coarse(s) for s in remaining], dtype=float)
+        draws = est[None, :] * (1 + rng.choice(errors, size=(samples, len(est))))
+        p = float(np.mean(np.all(draws >= best_cost, axis=1)))
+        return {"probability_best_is_optimal": p, "samples": samples,
+                "remaining": [{"design": s.design.id, "estimate": c} for s, c in zip(remaining, est)]}
+
+
+def explore(loaded: LoadedSpace, evaluate: Callable[[dict], dict] | None = None, exhaustive: bool = False,
+            epsilon: float | None = None, **kw) -> dict:
+    """Run an exploration; `evaluate` and `epsilon` default to the planner/simulator fidelities and
+    the calibrated epsilon (wafopt.explore.fidelity)."""
+    from wafopt.explore import fidelity
+
+    explorer = Explorer(loaded, fidelity.load_workloads(loaded), evaluate or fidelity.evaluate,
+                        fidelity.epsilon() if epsilon is None else epsilon, **kw)
+    try:
+        return explorer.run(exhaustive)
+    finally:
+        explorer.close()
