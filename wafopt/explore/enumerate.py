@@ -231,6 +231,41 @@ def dies_of(space: Space, die: ComputeDie, counts: dict) -> list[Design]:
     return out
 
 
+def design_of(space: Space, compute: str, edges: dict[str, list[str]]) -> Design:
+    """The design with these units on each side (N, E, S, W), checked against the space's rules
+    (units known, edges within length and unit count, die within the interface budget, at least one
+    die on the wafer, links on every side): a way to ask whether a given wafer is a point of the space."""
+    die = next((d for d in space.compute_dies if d.name == compute), None)
+    if die is None:
+        raise ValueError(f"no compute die {compute!r} in the space")
+    units = {u.name: u for u in space.edge.units}
+    w, h = die.size_mm
+    cfg = {}
+    for side in SIDES:
+        names = edges.get(side, [])
+        if any(n not in units for n in names):
+            raise ValueError(f"side {side}: unknown unit in {names}")
+        if len(names) > space.edge.max_units:
+            raise ValueError(f"side {side}: {len(names)} units, at most {space.edge.max_units}")
+        seq = [units[n] for n in names]
+        length = w if side in ("N", "S") else h
+        if sum(u.width_mm for u in seq) > length + 1e-9:
+            raise ValueError(f"side {side}: units are {sum(u.width_mm for u in seq):g} mm long, the edge {length:g} mm")
+        cfg[side] = edge_config(seq)
+    ns, ew = AxisPair.of(cfg["N"], cfg["S"]), AxisPair.of(cfg["E"], cfg["W"])
+    if ns.budget_tbps + ew.budget_tbps > space.edge.budget_tbps + 1e-9:
+        raise ValueError(f"interface budget {ns.budget_tbps + ew.budget_tbps:g} TB/s exceeds {space.edge.budget_tbps:g}")
+    die_w, die_h = _round(w + ew.depth_mm), _round(h + ns.depth_mm)
+    rows, cols = int(space.wafer.height_mm // die_h), int(space.wafer.width_mm // die_w)
+    link = min(ns.link_tbps, ew.link_tbps)
+    if rows * cols < 1 or link <= 0:
+        raise ValueError("no die fits the wafer, or a side has no link")
+    key = tuple(cfg[s].units for s in SIDES)
+    return Design(_design_id(compute, key), compute, key, die_w, die_h, rows, cols, _round(die.peak_tflops),
+                  _round(ns.dram_gb + ew.dram_gb), _round(ns.dram_tbps + ew.dram_tbps), link,
+                  space.wafer.link_latency_us)
+
+
 def _canonical(design: Design, square_wafer: bool) -> tuple:
     rows, cols, *rest = design.metrics()
     if square_wafer:

@@ -266,7 +266,7 @@ class Explorer:
                "remaining": [s.design.id for s in remaining],
                "proven": best is not None and not remaining,
                "table": rows, "pareto": front, "s_curve": self.s_curve(states),
-               "time_s": round(seconds, 3)}
+               "workloads": len(self.workloads), "time_s": round(seconds, 3)}
         if remaining and best is not None:
             out["confidence"] = self.confidence(best_cost, remaining)
         return out
