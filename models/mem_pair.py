@@ -10,12 +10,12 @@ Objective: q * sum_sh d_sh y_sh.
 
 from __future__ import annotations
 
-import math
-
-from wafopt.heuristics.mem_pair import flow_chunks, greedy_chunks, respects_k
-from wafopt.problems.mem_pair.instance import MemPairInstance
-from wafopt.core.result import MethodResult
 from wafopt.core.budget import SolveOptions
+from wafopt.core.numeric import integral_bound, tolerance
+from wafopt.core.result import MethodResult
+from wafopt.problems.mem_pair.certificate import transport_lp
+from wafopt.problems.mem_pair.instance import MemPairInstance
+from wafopt.problems.mem_pair.plans import chunks_of, plan_of, respects_k, transport_chunks
 
 
 # --- shared -----------------------------------------------------------------------------------------
@@ -27,32 +27,18 @@ def pairs(inst: MemPairInstance) -> list[tuple[int, int]]:
             if inst.hops[s][h] is not None and inst.need[s] > 0 and inst.room[h] > 0]
 
 
-def plan_of(inst: MemPairInstance, chunks: dict[tuple[int, int], int]) -> dict:
-    return {"allocations": [{"sender": list(inst.senders[s].die), "helper": list(inst.helpers[h].die),
-                             "amount": c * inst.chunk} for (s, h), c in sorted(chunks.items()) if c > 0]}
-
-
-def chunks_of(inst: MemPairInstance, plan: dict) -> dict[tuple[int, int], int]:
-    """Whole chunks per (sender, helper) of a plan, read as the evaluator reads it."""
-    from wafopt.problems.mem_pair.evaluate import read_chunks
-
-    return read_chunks(inst, plan)[0]
-
-
 def early_infeasible(inst: MemPairInstance, solver: str) -> MethodResult | None:
     why = inst.infeasibility()
     return MethodResult(None, "infeasible", None, solver, why) if why else None
 
 
 def start_plan(inst: MemPairInstance, options: SolveOptions) -> dict | None:
-    """The warm start: the given plan, else the min-cost-flow plan when it respects K, else greedy."""
+    """The warm start: the given plan, else the transportation optimum when it respects K (it is
+    then optimal), else none (wafopt.compose.methods passes the greedy plan of Alg. 3 then)."""
     if options.warm_start is not None:
         return options.warm_start
-
-    chunks = flow_chunks(inst)
-    if chunks is None or not respects_k(inst, chunks):
-        chunks = greedy_chunks(inst)
-    return plan_of(inst, chunks) if chunks is not None else None
+    chunks = transport_chunks(inst)
+    return plan_of(inst, chunks) if chunks is not None and respects_k(inst, chunks) else None
 
 
 # --- MILP and LP (pyomo + HiGHS) ----------------------------------------------------------------------
@@ -101,11 +87,13 @@ def set_milp_start(model, inst: MemPairInstance, plan: dict) -> None:
             model.u[key].value = 1 if chunks.get(key, 0) > 0 else 0
 
 
-def decode_milp(model) -> tuple[dict[tuple[int, int], int], float]:
-    """Chunks per pair (rounded) and the largest distance of a value from an integer."""
+def decode_milp(model) -> tuple[dict[tuple[int, int], int], bool]:
+    """Chunks per pair (rounded), and whether every value was integral (the one tolerance rule at
+    the size of the largest value, so solver noise on zeros does not count)."""
     values = {key: model.y[key].value or 0.0 for key in model.y}
-    off = max((abs(v - round(v)) for v in values.values()), default=0.0)
-    return {key: int(round(v)) for key, v in values.items() if round(v) > 0}, off
+    noise = tolerance(*values.values())
+    integral = all(abs(v - round(v)) <= noise for v in values.values())
+    return {key: int(round(v)) for key, v in values.items() if round(v) > 0}, integral
 
 
 def solve_milp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
@@ -133,11 +121,11 @@ def solve_lp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
         return MethodResult(None, "infeasible", None, out.solver, out.message)
     if not out.has_solution:
         return MethodResult(None, "unknown", out.bound, out.solver, out.message)
-    chunks, off = decode_milp(model)
-    bound = out.bound
-    if off > 1e-6:
+    chunks, integral = decode_milp(model)
+    bound = transport_lp(inst) or out.bound   # the same LP's value, as a dual certificate certify re-checks
+    if not integral:
         return MethodResult(None, "unknown", bound, out.solver,
-                            f"the LP solution is fractional (off by {off:.2g}); only its bound is kept")
+                            "the LP solution is fractional; only its bound is kept")
     plan = plan_of(inst, chunks)
     K = inst.max_helpers_per_sender
 
@@ -180,7 +168,7 @@ def build_cpsat(inst: MemPairInstance):
     chunk_hops = cp_model.LinearExpr.WeightedSum([y[key] for key in A], [d[s][h] for s, h in A])
     if K is not None:
         # transportation_bound: the min-cost flow without K is a relaxation, so a valid cut
-        relaxed = flow_chunks(inst)
+        relaxed = transport_chunks(inst)
         if relaxed is not None:
             model.Add(chunk_hops >= sum(v * d[s][h] for (s, h), v in relaxed.items())).WithName(
                 "transportation_bound")
@@ -200,7 +188,7 @@ def solve_cpsat(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
         return early
     model, y, u = build_cpsat(inst)
     start = start_plan(inst, options)
-    hint = None if options.warm_start is not None else flow_chunks(inst)
+    hint = None if options.warm_start is not None else transport_chunks(inst)
     if hint is None and start is not None:
         hint = chunks_of(inst, start)
     if start is not None:
@@ -217,5 +205,5 @@ def solve_cpsat(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
     if out.status == "infeasible":
         return MethodResult(None, "infeasible", None, out.solver, out.message)
     plan = plan_of(inst, decode_cpsat(solver, y)) if out.has_solution else start
-    bound = None if out.bound is None else math.ceil(out.bound - 1e-6) * inst.chunk  # integer objective
+    bound = None if out.bound is None else integral_bound(out.bound) * inst.chunk  # whole chunk-hops
     return MethodResult(plan, out.status if plan is not None else "unknown", bound, out.solver, out.message)

@@ -7,8 +7,9 @@ shape (Layout); it is a proven lower bound of the full Eq. 2 objective. Shared p
   give the GL bound and the per-stage "star" cuts  sum_{j} C[i][j] d_ij >= sum_k L[i][k] x_ik;
 - symmetry breaking: the heaviest stage is restricted to one slot per orbit of the grid
   symmetries that preserve D (reflections, and transpositions of a square slot grid);
-- warm start: the given plan, or a short iterated local search (full objective) from serpentine;
-  with Mem_pairs, a plan whose full objective meets the proven base bound is optimal for Eq. 2.
+- warm start: the given plan, else serpentine improved by the local search the composition layer
+  injects (`LocalSearch`); with Mem_pairs, a plan whose full objective meets the proven base bound
+  is optimal for Eq. 2.
 """
 
 from __future__ import annotations
@@ -16,84 +17,29 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Protocol
 
 import numpy as np
 
-from wafopt.heuristics.placement import Fitness, descend, iterated_descent
+from wafopt.problems.placement.certificate import (Rlt1Lp, anchor, build_rlt1, gilmore_lawler,
+                                                   gilmore_lawler_bound, lagrangian_bound, linear_assignment,
+                                                   orbit_representatives, rlt1_certificate, stored_duals)
+from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
+from wafopt.core.budget import SolveOptions, never
+from wafopt.core.numeric import MAX_EXACT, at_most, decimal_scale, exact, integral_bound, scaled
 from wafopt.core.result import MethodResult
-from wafopt.core.budget import SolveOptions
 
 EDGE_LINEARIZATION_MAX_VARS = 60_000  # above this the MILP uses the compact Manhattan model
-WARM_START_S = 2.0                    # budget of the local-search warm start (when none is given)
 CPSAT_SCALE_DIGITS = 9                # volumes are scaled by 10^k (k <= 9) to integers when exact
 
 
 # --- data shared by the models -----------------------------------------------------------------
 
-def gilmore_lawler(C: np.ndarray, D: np.ndarray) -> np.ndarray:
-    """L[i][k] = min over placements of the other stages in slots other than k of sum_j C[i][j] D[k][l_j]
-    = sorted(C[i, j != i], descending) . sorted(D[k, l != k], ascending)[:n-1]  (rearrangement)."""
-    n, m = C.shape[0], D.shape[0]
-    flows = np.sort(np.where(np.eye(n, dtype=bool), -np.inf, C), axis=1)[:, ::-1][:, :n - 1]   # (n, n-1)
-    dists = np.sort(np.where(np.eye(m, dtype=bool), np.inf, D), axis=1)[:, :n - 1]             # (m, n-1)
-    return flows @ dists.T
-
-
-def linear_assignment(cost: np.ndarray) -> tuple[float, np.ndarray]:
-    """Minimum-cost assignment of rows to distinct columns (rows <= columns): shortest augmenting
-    paths with potentials (Hungarian method, O(n^2 m)). Returns (cost, column of each row)."""
-    n, m = cost.shape
-    INF = np.inf
-    u, v = np.zeros(n + 1), np.zeros(m + 1)
-    row_of = np.zeros(m + 1, dtype=int)          # row_of[col] (1-based rows, 0 = free)
-    way = np.zeros(m + 1, dtype=int)
-    for i in range(1, n + 1):
-        row_of[0] = i
-        j0 = 0
-        minv = np.full(m + 1, INF)
-        used = np.zeros(m + 1, dtype=bool)
-        while True:
-            used[j0] = True
-            i0 = row_of[j0]
-            free = ~used[1:]
-            reduced = cost[i0 - 1] - u[i0] - v[1:]
-            better = free & (reduced < minv[1:])
-            minv[1:][better] = reduced[better]
-            way[1:][better] = j0
-            cand = np.where(free, minv[1:], INF)
-            j1 = int(np.argmin(cand)) + 1
-            delta = cand[j1 - 1]
-            u[row_of[used]] += delta
-            v[used] -= delta
-            minv[1:][free] -= delta
-            j0 = j1
-            if row_of[j0] == 0:
-                break
-        while j0:
-            j1 = way[j0]
-            row_of[j0] = row_of[j1]
-            j0 = j1
-    col = np.zeros(n, dtype=int)
-    for j in range(1, m + 1):
-        if row_of[j]:
-            col[row_of[j] - 1] = j - 1
-    return float(cost[np.arange(n), col].sum()), col
-
-
 def edges(C: np.ndarray) -> list[tuple[int, int, float]]:
     n = C.shape[0]
     return [(i, j, float(C[i, j])) for i in range(n) for j in range(i + 1, n) if C[i, j] > 0]
-
-
-def anchor(C: np.ndarray) -> int:
-    """The stage symmetry breaking fixes: the one with the largest total weight."""
-    return int(np.argmax(C.sum(axis=1)))
-
-
-def orbit_representatives(symmetries: list[np.ndarray], m: int) -> list[int]:
-    """One slot per orbit of the symmetry group (the smallest index)."""
-    return sorted({min(int(g[k]) for g in symmetries) for k in range(m)})
 
 
 def canonical(symmetries: list[np.ndarray], perm: np.ndarray, stage: int) -> np.ndarray:
@@ -129,8 +75,20 @@ def best_symmetric(fit: Fitness, lay: Layout, perm: np.ndarray) -> np.ndarray:
     return images[int(np.argmin(fit(images)))]
 
 
-def start_perm(inst: PlacementInstance, lay: Layout, fit: Fitness, options: SolveOptions) -> np.ndarray:
-    """Warm start on this layout: the given plan if it uses this tile, else a descent from serpentine."""
+class LocalSearch(Protocol):
+    """The local search an exact method may use (injected by wafopt.compose.methods): `start`
+    improves the serpentine placement of a tile shape that has no warm start, `polish` improves a
+    model's plan on the full objective when the model ignores routing conflicts."""
+
+    def start(self, fit: Fitness, perm: np.ndarray, options: SolveOptions) -> np.ndarray: ...
+
+    def polish(self, fit: Fitness, perm: np.ndarray, options: SolveOptions) -> np.ndarray: ...
+
+
+def start_perm(inst: PlacementInstance, lay: Layout, fit: Fitness, options: SolveOptions,
+               search: LocalSearch | None) -> np.ndarray:
+    """Warm start on this layout: the given plan if it uses this tile, else the serpentine
+    placement (improved by the local search when one is given)."""
     plan = options.warm_start
     if plan and tuple(plan.get("tile", inst.tiles[0])) == lay.tile:
         try:
@@ -140,48 +98,54 @@ def start_perm(inst: PlacementInstance, lay: Layout, fit: Fitness, options: Solv
                 return np.array(used + free)
         except (KeyError, TypeError):
             pass
-    budget = WARM_START_S if options.time_limit is None else min(WARM_START_S, 0.1 * options.time_limit)
-    rng = np.random.default_rng(options.seed)
-    return iterated_descent(fit, np.array(lay.order(True)), rng, time.monotonic() + budget, max_stall=50)[0]
+    perm = np.array(lay.order(True))
+    return search.start(fit, perm, options) if search is not None else perm
 
 
-def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, solver_name: str) -> MethodResult:
+def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, solver_name: str,
+                   search: LocalSearch | None = None, full_objective: bool = False) -> MethodResult:
     """Run `solve_one(lay, fit, L, start, time_limit) -> (perm|None, status, bound)` per tile shape;
-    combine: bound = min over shapes, plan = best full objective, optimal only if every shape is
-    proven and the best plan's full objective equals the bound."""
+    combine: bound = min over shapes, plan = best full objective. Claims optimal only when every
+    shape is proven and the models minimize the full objective (`full_objective`, or no
+    Mem_pairs); the runner settles the status from the evaluated objective and the bound."""
     started = time.monotonic()
-    best_value, best_plan, bounds, statuses, stats = np.inf, None, [], [], {}
+    best_value, best_base, best_plan, bounds, statuses, stats = np.inf, np.inf, None, [], [], {}
     layouts = inst.layouts
+
+    def keep(lay, fit, perm):
+        nonlocal best_value, best_base, best_plan
+        value = fit.one(perm)
+        if best_plan is None or not at_most(best_value, value):
+            best_value, best_base = value, float(fit.base(perm[None, :inst.stages])[0])
+            best_plan = lay.plan(perm[:inst.stages])
+            options.incumbent(best_plan)
+
     for k, lay in enumerate(layouts):
         remaining = options.remaining(started)
         share = None if remaining is None else max(0.5, remaining / (len(layouts) - k))
         fit = Fitness(inst, lay)
         L = gilmore_lawler(inst.weights, lay.distance)
         glb_value = linear_assignment(L)[0] / 2
-        start = start_perm(inst, lay, fit, options)
-        start_value = fit.one(start)
-        if start_value < best_value:
-            best_value, best_plan = start_value, lay.plan(start[:inst.stages])
-            options.incumbent(best_plan)
-        perm, status, bound = solve_one(lay, fit, L, start, share)
+        start = start_perm(inst, lay, fit, options, search)
+        keep(lay, fit, start)
+        # once stopped, the remaining shapes keep their Gilmore-Lawler bound and build no model
+        perm, status, bound = (None, "unknown", None) if options.stopped() else solve_one(lay, fit, L, start, share)
         bound = max(glb_value, bound) if bound is not None else glb_value
         if perm is not None:
             perm = best_symmetric(fit, lay, perm)
-            if fit.pairs:  # the model ignores routing conflicts: polish on the full objective
-                perm = descend(fit, perm, time.monotonic() + 2.0)[0]
-            value = fit.one(perm)
-            if value < best_value - 1e-9:
-                best_value, best_plan = value, lay.plan(perm[:inst.stages])
-                options.incumbent(best_plan)
+            if fit.pairs and not full_objective and search is not None:
+                perm = search.polish(fit, perm, options)   # the model ignores routing conflicts
+            keep(lay, fit, perm)
         bounds.append(bound)
         statuses.append(status)
-        stats[f"{lay.tile[0]}x{lay.tile[1]}"] = {"status": status, "bound": bound, "gl_bound": glb_value}
+        stats[f"{lay.tile[0]}x{lay.tile[1]}"] = {"status": status, "bound": float(bound), "gl_bound": glb_value}
     bound = min(bounds)
     proven = all(s == "optimal" for s in statuses)
-    status = "optimal" if proven and best_value <= bound * (1 + 1e-9) + 1e-9 else "feasible"
+    status = "optimal" if proven and (full_objective or not inst.pairs) else "feasible"
     message = ""
-    if proven and status != "optimal":
-        message = "base objective proven optimal; the plan pays a routing-conflict penalty (Eq. 2 gamma)"
+    if proven and best_value > best_base:
+        message = (f"base objective proven optimal; the plan pays a routing-conflict penalty of "
+                   f"{best_value - best_base:.6g} (Eq. 2 gamma) that the model does not minimize")
     options.incumbent(best_plan, bound)
     return MethodResult(best_plan, status, bound, solver_name, message, {"layouts": stats})
 
@@ -259,50 +223,104 @@ def decode_milp(M, n: int, m: int) -> np.ndarray:
     return np.array(slot + [k for k in range(m) if k not in set(slot)])
 
 
-def milp(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.solvers.backends import highs_version, solve_pyomo
+def milp(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | None = None) -> MethodResult:
+    from wafopt.solvers.backends import build_unless_stopped, highs_version, solve_pyomo
 
     def solve_one(lay, fit, L, start, limit):
         n, m = inst.stages, len(lay.slots)
-        M = build_milp(inst, lay, L)
+        M = build_unless_stopped(options, build_milp, inst, lay, L)
+        if M is None:
+            return None, "unknown", None
         start = canonical(lay.symmetries, start, M._anchor)
         warm_start_milp(M, lay, start, n)
         out = solve_pyomo(M, options, warm_start=True, time_limit=limit)
         perm = decode_milp(M, n, m) if out.has_solution else None
-        return perm, out.status, out.bound
+        # every objective is a whole number of 1/grid units: round the bound up to that grid
+        bound = out.bound if out.bound is None or grid is None else integral_bound(out.bound, grid)
+        return perm, out.status, bound
 
-    return _solve_layouts(inst, options, solve_one, highs_version())
+    grid = volume_scale(inst)
+    return _solve_layouts(inst, options, solve_one, highs_version(), search)
 
 
 # --- CP-SAT ----------------------------------------------------------------------------------------------
 
-def integer_scale(values: np.ndarray) -> tuple[float, bool]:
-    """A factor s = 10^k / g making every value an integer exactly (exact=True), else s with
-    max(value) * s ~ 1e6 and the caller floors (a conservative bound)."""
-    from wafopt.core.numeric import decimal_scale
+def volume_scale(inst: PlacementInstance) -> Fraction | None:
+    """The smallest scale 10^d / g that makes every flow and Mem_pair volume an integer (g the gcd
+    of the scaled volumes), decided on each value's exact decimal form, never on float sums; None
+    when a volume needs more than CPSAT_SCALE_DIGITS decimals. Every objective (volumes times hop
+    counts) is then a whole number of 1/scale units."""
+    values = [float(v) for v in inst.flow[inst.flow > 0]] + [v for _, _, v in inst.pairs if v > 0]
+    if not values:
+        return Fraction(1)
+    power = decimal_scale(values, CPSAT_SCALE_DIGITS, limit=math.inf)
+    if power is None:
+        return None
+    return Fraction(power, math.gcd(*(scaled(v, power) for v in values)))
 
-    values = values[values > 0]
-    if values.size == 0:
-        return 1.0, True
-    scale = decimal_scale(values.tolist(), CPSAT_SCALE_DIGITS, limit=2.0 ** 40)
+
+@dataclass
+class IntegerVolumes:
+    """CP-SAT weights: W[i][j] = scale x C[i][j] (base objective), pair[p] = scale x volume of
+    Mem_pair p (conflict penalty); one objective unit is `scale` model units."""
+
+    W: np.ndarray
+    pair: list[int]
+    scale: Fraction
+    exact: bool
+    note: str = ""
+
+
+def integer_volumes(inst: PlacementInstance) -> IntegerVolumes:
+    """Exact when `volume_scale` exists and the largest objective the model can reach stays within
+    2^53 (so CP-SAT's sums and its LP relaxation stay exact): W summed in integers from each
+    volume's exact decimal value. Otherwise volumes are floored at scale 10^6 / largest volume: the
+    model's optimum is then a valid lower bound, and optimality is not claimed."""
+    n = inst.stages
+    V = [[exact(float(inst.flow[i, j])) for j in range(n)] for i in range(n)]
+    pairs = [(s, h, exact(v)) for s, h, v in inst.pairs]
+    dmax = max((int(lay.distance.max()) for lay in inst.layouts if len(lay.slots) > 1), default=0)
+    links = len(inst.mesh.directed_links)
+
+    def weights(scale: Fraction, rounding) -> tuple[np.ndarray, list[int]]:
+        C = [[V[i][j] + V[j][i] for j in range(n)] for i in range(n)]
+        for s, h, v in pairs:
+            C[s][h] += v
+            C[h][s] += v
+        W = np.array([[0 if i == j else rounding(C[i][j] * scale) for j in range(n)] for i in range(n)],
+                     dtype=object)
+        return W, [rounding(v * scale) for _, _, v in pairs]
+
+    def reach(W, pair) -> int:   # the largest objective any placement can have, in model units
+        return dmax * (int(np.triu(W, 1).sum()) + sum(pair) * links)
+
+    scale = volume_scale(inst)
+    note = f"volumes need more than {CPSAT_SCALE_DIGITS} decimals"
     if scale is not None:
-        g = int(np.gcd.reduce(np.round(values * scale).astype(np.int64)))
-        return scale / g, True
-    return 1e6 / values.max(), False
+        W, pair = weights(scale, int)   # exact: every product is an integer
+        if reach(W, pair) <= MAX_EXACT:
+            return IntegerVolumes(W.astype(np.int64), pair, scale, True)
+        note = f"volumes x {scale} would exceed 2^53 in the objective"
+    largest = max([max(abs(v) for row in V for v in row)] + [v for _, _, v in pairs] + [Fraction(1, 10 ** 9)])
+    scale = Fraction(10 ** 6) / largest
+    W, pair = weights(scale, math.floor)
+    return IntegerVolumes(W.astype(np.int64), pair, scale, False,
+                          f"{note}: volumes floored at scale {float(scale):.6g}, so the bound is valid but "
+                          "optimality is not claimed")
 
 
-def build_cpsat(inst: PlacementInstance, lay: Layout, scale: float, conflicts: Fitness | None = None,
-                lower: int | None = None):
+def build_cpsat(inst: PlacementInstance, lay: Layout, volumes: IntegerVolumes, conflicts: Fitness | None = None,
+                lower: int | None = None, stop=never):
     """x[i,k] booleans with one slot per stage / one stage per slot; distances by |drow| + |dcol|
-    (Manhattan) or element on the distance table; integer weights floor(scale * C). With
+    (Manhattan) or element on the distance table; integer weights (integer_volumes). With
     `conflicts` (and Mem_pairs) the objective is the full Eq. 2 objective, else the base one."""
     from ortools.sat.python import cp_model
 
     C, D = inst.weights, lay.distance
     n, m = inst.stages, len(lay.slots)
-    W = np.floor(C * scale + 1e-9).astype(np.int64)
+    W = volumes.W
     E = [(i, j, int(W[i, j])) for i, j, _ in edges(C)]
-    L = np.floor(gilmore_lawler(W.astype(float), D) + 1e-9).astype(np.int64)
+    L = np.rint(gilmore_lawler(W.astype(float), D)).astype(np.int64)   # integers below 2^53: exact
     Dint = D.astype(np.int64)
     dmax = int(Dint.max()) if m > 1 else 0
     off = Dint[~np.eye(m, dtype=bool)]
@@ -349,15 +367,18 @@ def build_cpsat(inst: PlacementInstance, lay: Layout, scale: float, conflicts: F
             model.Add(x[a][k] == 0)                                             # symmetry breaking
     objective = sum(w * d[e] for e, (_, _, w) in enumerate(E))
     if conflicts is not None and inst.pairs:
-        objective += conflict_penalty(model, conflicts, slot, d, E, dmax, scale)
+        penalty = conflict_penalty(model, conflicts, slot, d, E, dmax, volumes.pair, stop)
+        if penalty is None:
+            return None   # stopped while building (the penalty terms are the slow part)
+        objective += penalty
     if lower is not None:
         model.Add(objective >= lower)                                           # proven base bound
     model.Minimize(objective)
     return model, x, slot, a, symmetries
 
 
-def conflict_penalty(model, fit: Fitness, slot, d, E, dmax: int, scale: float):
-    """Exact Eq. 2 penalty sum_p floor(scale * vol_p) * D_p * gamma_p: the XY route of a slot pair is
+def conflict_penalty(model, fit: Fitness, slot, d, E, dmax: int, pair_weights: list[int], stop=never):
+    """Exact Eq. 2 penalty sum_p weight_p * D_p * gamma_p: the XY route of a slot pair is
     a table R[k, l, link]; per link, flow use u (element on the table), the union U >= u, pair use a,
     conflict c >= a + U - 1 (minimization keeps U and c at their least values), gamma_p = sum c."""
     m = fit.m
@@ -375,15 +396,18 @@ def conflict_penalty(model, fit: Fitness, slot, d, E, dmax: int, scale: float):
 
     union = {}
     for link in links:                                                      # U[link]: some flow uses it
+        if stop():
+            return None
         union[link] = model.NewBoolVar(f"U{link}")
         for i, j in zip(fit.flow_i, fit.flow_j):
             model.AddImplication(route_use(int(i), int(j), link, f"u{i}_{j}_{link}"), union[link])
     edge_of = {(i, j): e for e, (i, j, _) in enumerate(E)}
     penalty = 0
-    for p, (s, h, vol) in enumerate(fit.pairs):
-        weight = int(np.floor(vol * scale + 1e-9))
+    for p, ((s, h, _), weight) in enumerate(zip(fit.pairs, pair_weights)):
         if weight == 0:
             continue
+        if stop():
+            return None
         conflict = []
         for link in links:
             c = model.NewBoolVar(f"c{p}_{link}")
@@ -397,15 +421,18 @@ def conflict_penalty(model, fit: Fitness, slot, d, E, dmax: int, scale: float):
     return penalty
 
 
-def cpsat(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.solvers.backends import cpsat_version, solve_cpsat
+def cpsat(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | None = None) -> MethodResult:
+    from wafopt.solvers.backends import build_unless_stopped, cpsat_version, not_started, solve_cpsat
 
-    volumes = np.concatenate([np.triu(inst.weights, 1).ravel(), [v for _, _, v in inst.pairs]])
-    scale, exact = integer_scale(volumes)
+    volumes = integer_volumes(inst)
+    scale = float(volumes.scale)
 
     def solve_model(lay, fit, start, limit, conflicts, lower=None):
         n, m = inst.stages, len(lay.slots)
-        model, x, slot, a, symmetries = build_cpsat(inst, lay, scale, conflicts, lower)
+        built = build_unless_stopped(options, build_cpsat, inst, lay, volumes, conflicts, lower, stop=options.stopped)
+        if built is None:
+            return None, not_started(options, cpsat_version())
+        model, x, slot, a, symmetries = built
         start = canonical(symmetries, start, a)
         for i in range(n):
             model.AddHint(slot[i], int(start[i]))
@@ -434,18 +461,20 @@ def cpsat(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
             if perm is not None and fit.one(perm) < fit.one(start):
                 start = perm
             if out.bound is not None:
-                lower = int(np.ceil(out.bound - 1e-6))
+                lower = int(integral_bound(out.bound))
             if limit is not None:
                 limit = max(0.5, limit - (time.monotonic() - started))
         perm, out = solve_model(lay, fit, start, limit, fit if inst.pairs else None, lower)
-        bound = out.bound if out.bound is not None else lower
-        bound = bound / scale if bound is not None else None   # floored weights: conservative
-        status = out.status if exact or out.status != "optimal" else "feasible"
+        bound = integral_bound(out.bound) if out.bound is not None else lower   # an integer objective
+        bound = float(Fraction(int(bound)) / volumes.scale) if bound is not None else None
+        status = out.status if volumes.exact or out.status != "optimal" else "feasible"
         return perm, status, bound
 
-    result = _solve_layouts(inst, options, solve_one, cpsat_version())
+    result = _solve_layouts(inst, options, solve_one, cpsat_version(), search, full_objective=volumes.exact)
+    if volumes.note:
+        result.message = "; ".join(m for m in (result.message, volumes.note) if m)
     result.stats["weight_scale"] = scale
-    result.stats["exact_scaling"] = exact
+    result.stats["exact_scaling"] = volumes.exact
     return result
 
 
@@ -454,137 +483,33 @@ def cpsat(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
 def glb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     """The Gilmore-Lawler bound (min over tile shapes) of the base objective; the plan returned is the
     assignment of the linear assignment problem that yields it (feasible, not optimized)."""
-    best_value, best_plan, bounds = np.inf, None, {}
+    best_value, best_plan = np.inf, None
     for lay in inst.layouts:
         fit = Fitness(inst, lay)
-        value, col = linear_assignment(gilmore_lawler(inst.weights, lay.distance))
-        bounds[f"{lay.tile[0]}x{lay.tile[1]}"] = value / 2
+        col = linear_assignment(gilmore_lawler(inst.weights, lay.distance))[1]
         objective = fit.one(np.asarray(col))
         if objective < best_value:
             best_value, best_plan = objective, lay.plan(col)
-    bound = min(bounds.values())
-    status = "optimal" if best_value <= bound * (1 + 1e-9) + 1e-9 else "feasible"
-    return MethodResult(best_plan, status, bound, "gilmore-lawler", stats={"bounds": bounds})
+    bound = gilmore_lawler_bound(inst)   # a certificate: certify re-derives it from the instance
+    return MethodResult(best_plan, "feasible", bound, "gilmore-lawler", stats={"bounds": bound.data["tiles"]})
 
 
 
 # --- RLT-1 (Adams-Johnson) LP bound ---------------------------------------------------------------------
-
-RLT1_MARGIN = 1e-9      # relative safety margin on the floating-point Lagrangian bound
-
-
-@dataclass
-class Rlt1Lp:
-    """The RLT-1 LP of one tile shape as arrays: min cost . z subject to row_lower <= A z <= row_upper
-    and col_lower <= z <= col_upper, A column-wise (CSC: start, index, value)."""
-
-    cost: np.ndarray
-    col_lower: np.ndarray
-    col_upper: np.ndarray
-    row_lower: np.ndarray
-    row_upper: np.ndarray
-    start: np.ndarray
-    index: np.ndarray
-    value: np.ndarray
-    pairs: int            # stage pairs with product variables
-    integral: bool        # integer C and D: every base objective value is an integer
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return len(self.row_lower), len(self.cost)
-
-
-def rlt1_pairs(C: np.ndarray, all_pairs: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Stage pairs i < j that get product variables: all of them, or only those with C[i][j] > 0."""
-    iu, ju = np.triu_indices(C.shape[0], 1)
-    if all_pairs:
-        return iu, ju
-    keep = C[iu, ju] > 0
-    return iu[keep], ju[keep]
-
-
-def build_rlt1(inst: PlacementInstance, lay: Layout, all_pairs: bool = False) -> Rlt1Lp:
-    """LP relaxation of the Adams-Johnson RLT-1 model of the base objective (docs/placement.md)."""
-    # data
-    C, D = inst.weights, lay.distance
-    n, m = inst.stages, len(lay.slots)
-    pi, pj = rlt1_pairs(C, all_pairs)
-    P = len(pi)
-    qk, ql = np.nonzero(~np.eye(m, dtype=bool))       # ordered slot pairs q = (k, l), k != l, row-major
-    Q = len(qk)
-    q_reverse = ql * (m - 1) + qk - (qk > ql)         # index of (l, k)
-    degree = np.bincount(np.concatenate([pi, pj]), minlength=n)
-
-    # variables
-    nx = n * m                                        # x[i,k] (column i*m + k): stage i in slot k
-    yp, yq = np.divmod(np.arange(P * Q), Q)           # y[p,q] (column nx + p*Q + q) = x[i_p, k_q] x[j_p, l_q]
-    ncol = nx + P * Q
-    cost = np.concatenate([np.zeros(nx), C[pi[yp], pj[yp]] * D[qk[yq], ql[yq]]])
-    col_lower, col_upper = np.zeros(ncol), np.ones(ncol)
-    a = anchor(C)
-    reps = orbit_representatives(lay.symmetries, m)
-    col_upper[a * m + np.setdiff1d(np.arange(m), reps)] = 0.0   # symmetry breaking
-
-    # constraints: (first row, count, lower, upper) per family, then the entries (row, column, coefficient)
-    one_slot, one_stage = 0, n                        # sum_k x[i,k] = 1;  sum_i x[i,k] <= 1 (= 1 if m == n)
-    from_i = n + m                                    # sum_l y[p,(k,l)] = x[i_p, k]
-    to_j = from_i + P * m                             # sum_k y[p,(k,l)] = x[j_p, l]
-    stage_sum = to_j + P * m                          # sum_{j != i} y(i at k, j at l) <= x[i,k] (= if complete)
-    nrow = stage_sum + n * Q
-    complete = (degree == n - 1) & (m == n)           # every partner of stage i has a y and every slot is used
-    row_lower = np.concatenate([np.ones(n), np.ones(m) if m == n else np.full(m, -np.inf),
-                                np.zeros(2 * P * m), np.where(np.repeat(complete, Q), 0.0, -np.inf)])
-    row_upper = np.concatenate([np.ones(n + m), np.zeros(2 * P * m + n * Q)])
-
-    xi, xk = np.divmod(np.arange(nx), m)
-    pm, km = np.divmod(np.arange(P * m), m)
-    iq, qq = np.divmod(np.arange(n * Q), Q)
-    ycol = nx + np.arange(P * Q)
-    rows = [one_slot + xi, one_stage + xk, from_i + pm * m + km, to_j + pm * m + km, stage_sum + iq * Q + qq,
-            from_i + yp * m + qk[yq], to_j + yp * m + ql[yq],
-            stage_sum + pi[yp] * Q + yq, stage_sum + pj[yp] * Q + q_reverse[yq]]
-    cols = [np.arange(nx), np.arange(nx), pi[pm] * m + km, pj[pm] * m + km, iq * m + qk[qq],
-            ycol, ycol, ycol, ycol]
-    vals = [1.0, 1.0, -1.0, -1.0, -1.0, 1.0, 1.0, 1.0, 1.0]
-    row = np.concatenate(rows)
-    col = np.concatenate(cols)
-    val = np.concatenate([np.full(len(r), v) for r, v in zip(rows, vals)])
-    order = np.argsort(col, kind="stable")
-    start = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=ncol))])
-    integral = bool(np.all(C == np.round(C)) and np.all(D == np.round(D)) and C.sum() * D.max() < 2.0 ** 52)
-    return Rlt1Lp(cost, col_lower, col_upper, row_lower, row_upper, start.astype(np.int32),
-                  row[order].astype(np.int32), val[order], P, integral)
-
-
-def lagrangian_bound(lp: Rlt1Lp, row_dual: np.ndarray) -> float:
-    """Weak duality for ANY row prices pi (no optimality or feasibility of the LP solution needed):
-    min c.z >= min_{r in [row_lower, row_upper]} pi.r + min_{z in [col_lower, col_upper]} (c - A^T pi).z.
-    Prices that would need an infinite row bound are set to 0; the sum is exact (fsum) and reduced by
-    RLT1_MARGIN times the sum of the magnitudes of its terms (the rounding of c - A^T pi)."""
-    pi = np.array(row_dual, dtype=float)
-    pi[(pi > 0) & ~np.isfinite(lp.row_lower)] = 0.0
-    pi[(pi < 0) & ~np.isfinite(lp.row_upper)] = 0.0
-    row_term = np.where(pi > 0, pi * np.nan_to_num(lp.row_lower, neginf=0.0),
-                        pi * np.nan_to_num(lp.row_upper, posinf=0.0))
-    column = np.repeat(np.arange(len(lp.cost)), np.diff(lp.start))
-    reduced = lp.cost - np.bincount(column, weights=lp.value * pi[lp.index], minlength=len(lp.cost))
-    col_term = np.where(reduced > 0, reduced * lp.col_lower, reduced * lp.col_upper)
-    terms = np.concatenate([row_term, col_term])
-    return math.fsum(terms) - RLT1_MARGIN * math.fsum(np.abs(terms))
-
 
 def solve_rlt1(lp: Rlt1Lp, options: SolveOptions, time_limit: float | None) -> dict:
     """HiGHS interior point without crossover; the bound is the Lagrangian bound of its row duals
     (valid whether or not HiGHS reached optimality), rounded up when the data are integral."""
     import highspy
 
+    from wafopt.solvers.backends import stop_highs_when_stopped, time_left
+
     h = highspy.Highs()
+    stop_highs_when_stopped(h, options)
     h.setOptionValue("output_flag", False)
     h.setOptionValue("solver", "ipm")
     h.setOptionValue("run_crossover", "off")
     h.setOptionValue("random_seed", int(options.seed) % 2147483647)
-    if time_limit is not None:
-        h.setOptionValue("time_limit", max(1e-3, float(time_limit)))
     nrow, ncol = lp.shape
     model = highspy.HighsLp()
     model.num_col_, model.num_row_ = ncol, nrow
@@ -595,6 +520,9 @@ def solve_rlt1(lp: Rlt1Lp, options: SolveOptions, time_limit: float | None) -> d
     matrix.start_, matrix.index_, matrix.value_ = lp.start, lp.index, lp.value
     model.a_matrix_ = matrix
     h.passModel(model)
+    time_limit = time_left(options, time_limit)   # passing the model counts against the limit
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(1e-3, float(time_limit)))
     started = time.monotonic()
     h.run()
     out = {"highs_status": h.modelStatusToString(h.getModelStatus()), "solve_s": round(time.monotonic() - started, 2),
@@ -602,26 +530,29 @@ def solve_rlt1(lp: Rlt1Lp, options: SolveOptions, time_limit: float | None) -> d
     solution = h.getSolution()
     if solution.dual_valid:
         out["lp_objective"] = float(h.getInfo().objective_function_value)
-        bound = lagrangian_bound(lp, np.asarray(solution.row_dual))
+        out["duals"] = stored_duals(solution.row_dual)   # the certificate: any duals prove their bound
+        bound = lagrangian_bound(lp, out["duals"])
         out["lagrangian_bound"] = bound
         out["bound"] = float(math.ceil(bound)) if lp.integral else bound
     return out
 
 
-def rlt1(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
+def rlt1(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | None = None) -> MethodResult:
     """The RLT-1 LP bound (min over tile shapes, never below Gilmore-Lawler) of the base objective, with
-    the local-search plan of the warm start; `optimal` only when the bound meets that plan."""
-    from wafopt.solvers.backends import highs_version
+    the plan of the warm start (the runner calls it optimal when the bound meets it)."""
+    from wafopt.solvers.backends import build_unless_stopped, highs_version
 
     started = time.monotonic()
-    report, fallback = {}, []
+    report, fallback, duals = {}, [], {}
 
     def solve_one(lay, fit, L, start, limit):
         tile = f"{lay.tile[0]}x{lay.tile[1]}"
         remaining = options.remaining(started)
         limit = remaining if limit is None else min(limit, remaining if remaining is not None else limit)
         built = time.monotonic()
-        lp = build_rlt1(inst, lay)
+        lp = build_unless_stopped(options, build_rlt1, inst, lay)
+        if lp is None:   # stopped while building: this shape keeps its Gilmore-Lawler bound
+            return None, "unknown", None
         build_s = time.monotonic() - built
         if limit is not None:
             limit -= build_s
@@ -629,19 +560,21 @@ def rlt1(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
                          force=True)
         out = solve_rlt1(lp, options, limit) if limit is None or limit > 0 else {
             "highs_status": "not started (time limit)", "bound": None}
+        if out.get("duals") is not None:
+            duals[tile] = out.pop("duals")
         report[tile] = {"rows": lp.shape[0], "columns": lp.shape[1], "nonzeros": len(lp.value),
                         "build_s": round(build_s, 2), **out}
         bound = out["bound"]
         if bound is None or out["highs_status"] != "Optimal":
             fallback.append(f"{tile}: {out['highs_status']}")
-        if bound is None:
-            return None, "feasible", None
-        base = float(fit.base(start[None, :inst.stages])[0])
-        return None, "optimal" if bound >= base - 1e-9 * max(1.0, abs(base)) else "feasible", bound
+        return None, "feasible", bound
 
-    result = _solve_layouts(inst, options, solve_one, f"{highs_version()} ipm")
+    result = _solve_layouts(inst, options, solve_one, f"{highs_version()} ipm", search)
+    result.bound = rlt1_certificate(inst, duals)   # certify re-checks the duals by weak duality
     for tile, stats in result.stats["layouts"].items():
         stats["rlt1"] = report.get(tile)
+        if tile not in report:   # stopped (time limit or Ctrl-C) before this shape's LP
+            fallback.append(f"{tile}: not started")
     if fallback:
         note = ("RLT-1 LP not solved to optimality (" + "; ".join(fallback) + "): the bound is "
                 "max(Gilmore-Lawler, Lagrangian bound of the IPM's last duals) there")

@@ -10,11 +10,14 @@ Objective: sum_i T_i + (m - 1) t_max.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
-from wafopt.problems.recompute.instance import RecomputeInstance
-from wafopt.core.numeric import decimal_scale
-from wafopt.core.result import MethodResult
 from wafopt.core.budget import SolveOptions
+from wafopt.core.numeric import MAX_EXACT, decimal_scale, exact, integral_bound, scaled
+from wafopt.core.result import MethodResult
+from wafopt.problems.recompute.instance import RecomputeInstance
+from wafopt.problems.recompute.plans import plan_of
+from wafopt.workload.schedule import one_f_one_b
 
 # --- shared -----------------------------------------------------------------------------------
 
@@ -26,16 +29,8 @@ def infeasible_result(inst: RecomputeInstance, solver: str) -> MethodResult | No
 
 
 def start_plan(inst: RecomputeInstance, options: SolveOptions) -> dict | None:
-    """The warm start: the given plan, else the dp heuristic's plan (fast)."""
-    if options.warm_start is not None:
-        return options.warm_start
-    from wafopt.heuristics.recompute import dp_plan
-
-    return dp_plan(inst, budget_s=0.5)
-
-
-def plan_of(x) -> dict:
-    return {"x": [[int(v) for v in row] for row in x]}
+    """The warm start (wafopt.compose.methods passes the GCMR DP's plan), or None."""
+    return options.warm_start
 
 
 # --- MILP (pyomo + HiGHS) -----------------------------------------------------------------------
@@ -71,7 +66,7 @@ def build_milp(inst: RecomputeInstance):
             expr=sum(activations(i) for i in P) <= sum(s.capacity - s.state for s in st) / mem_unit)
     m.bottleneck = pyo.Constraint(P, rule=lambda _, i: m.t_max >= stage_time(i))
 
-    # objective: 1F1B iteration time
+    # objective: 1F1B iteration time (wafopt.workload.schedule.one_f_one_b, linear through t_max)
     m.iteration_time = pyo.Objective(
         expr=sum(stage_time(i) for i in P) + (inst.microbatches - 1) * m.t_max, sense=pyo.minimize)
     return m
@@ -105,29 +100,45 @@ def solve_milp(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
 
 
 def integer_data(inst: RecomputeInstance) -> dict:
-    """Integer data for CP-SAT: exact decimal scaling where possible, else conservative rounding.
+    """Integer data for CP-SAT, scaled from the data's exact decimal places (wafopt.core.numeric).
 
-    Memory: exact scale, or a_j and S_i rounded up and Cap_i down (every model solution stays
-    feasible; its bound is then not a bound of the instance). Time: exact scale, or r_j and T0_i
-    rounded down with 10^d making the largest value ~1e9 (the model objective never exceeds the
+    Memory: exact when every a_j, S_i and Cap_i scales to an integer and the model's memory sums
+    stay within 2^53; else a_j and S_i rounded up and Cap_i down at a scale that makes the largest
+    ~1e9 (every model solution stays feasible; its bound is then not a bound of the instance).
+    Time: exact likewise; else r_j and T0_i rounded down (the model objective never exceeds the
     true one, so the bound stays valid; optimality is then not claimed).
     """
-    mem_values = [u.mem for u in inst.units] + [s.state for s in inst.stages] + [s.capacity for s in inst.stages]
-    time_values = [u.recompute for u in inst.units] + [s.compute for s in inst.stages]
-    mem_scale, time_scale = decimal_scale(mem_values), decimal_scale(time_values)
-    exact_mem, exact_time = mem_scale is not None, time_scale is not None
-    if not exact_mem:
-        mem_scale = 10 ** max(0, 9 - math.ceil(math.log10(max(mem_values + [1e-300]))))
-    if not exact_time:
-        time_scale = 10 ** max(0, 9 - math.ceil(math.log10(max(time_values + [1e-300]))))
-    up = round if exact_mem else math.ceil
-    down = round if exact_mem else math.floor
-    t_down = round if exact_time else math.floor
-    return {"a": [up(u.mem * mem_scale) for u in inst.units],
-            "S": [up(s.state * mem_scale) for s in inst.stages],
-            "Cap": [down(s.capacity * mem_scale) for s in inst.stages],
-            "r": [t_down(u.recompute * time_scale) for u in inst.units],
-            "T0": [t_down(s.compute * time_scale) for s in inst.stages],
+    P, U = range(len(inst.stages)), range(len(inst.units))
+    st, un = inst.stages, inst.units
+    mem_values = [u.mem for u in un] + [s.state for s in st] + [s.capacity for s in st]
+    time_values = [u.recompute for u in un] + [s.compute for s in st]
+    # the largest sums the model forms: all activations and capacities; the 1F1B objective
+    mem_reach = sum(st[i].inflight * st[i].layers * exact(un[j].mem) for i in P for j in U) \
+        + sum(exact(s.capacity) + exact(s.state) for s in st)
+    stage_reach = [exact(st[i].compute) + st[i].layers * sum(exact(u.recompute) for u in un) for i in P]
+    time_reach = exact(one_f_one_b(stage_reach, inst.microbatches))
+
+    def scale_of(values, reach) -> tuple[int | Fraction, bool]:
+        scale = decimal_scale(values, limit=math.inf)
+        if scale is not None and reach * scale <= MAX_EXACT:
+            return scale, True
+        top = max(abs(exact(v)) for v in values)   # the fallback makes the largest value ~1e9
+        return (Fraction(10) ** (9 - math.ceil(math.log10(top))) if top > 0 else 1), False
+
+    mem_scale, exact_mem = scale_of(mem_values, mem_reach)
+    time_scale, exact_time = scale_of(time_values, time_reach)
+
+    def up(v, scale, is_exact):
+        return scaled(v, scale) if is_exact else math.ceil(exact(v) * scale)
+
+    def down(v, scale, is_exact):
+        return scaled(v, scale) if is_exact else math.floor(exact(v) * scale)
+
+    return {"a": [up(u.mem, mem_scale, exact_mem) for u in un],
+            "S": [up(s.state, mem_scale, exact_mem) for s in st],
+            "Cap": [down(s.capacity, mem_scale, exact_mem) for s in st],
+            "r": [down(u.recompute, time_scale, exact_time) for u in un],
+            "T0": [down(s.compute, time_scale, exact_time) for s in st],
             "time_scale": time_scale, "exact_mem": exact_mem, "exact_time": exact_time}
 
 
@@ -157,7 +168,8 @@ def build_cpsat(inst: RecomputeInstance, data: dict):
     for i in P:
         model.Add(t_max >= stage_time[i]).WithName(f"bottleneck[{i}]")
 
-    # objective (the constant sum_i T0_i is added back when decoding the bound)
+    # objective: 1F1B (wafopt.workload.schedule.one_f_one_b) less the constant sum_i T0_i,
+    # which is added back when decoding the bound
     model.Minimize(sum(r[j] * x[i, j] for i in P for j in U) + (inst.microbatches - 1) * t_max)
     return model, x
 
@@ -190,10 +202,8 @@ def solve_cpsat(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
     plan = decode_cpsat(solver, x, inst) if out.has_solution else start
     bound, status, notes = None, out.status, []
     if out.bound is not None and data["exact_mem"]:
-        # floor keeps the bound valid when the time data was rounded down
-        bound = (math.floor(out.bound + 1e-6) + sum(data["T0"])) / data["time_scale"]
-        if data["exact_time"]:
-            bound = (round(out.bound) + sum(data["T0"])) / data["time_scale"]
+        # an integer objective; valid also when the time data were rounded down
+        bound = float(Fraction(int(integral_bound(out.bound)) + sum(data["T0"]), data["time_scale"]))
     if not (data["exact_mem"] and data["exact_time"]):
         notes.append("data not exactly scalable to integers: "
                      + ("memory rounded conservatively, no bound; " if not data["exact_mem"] else "")
@@ -204,4 +214,4 @@ def solve_cpsat(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
         status = "unknown"
     message = "; ".join([m for m in [out.message] + notes if m])
     return MethodResult(plan, status, bound, out.solver, message,
-                        {"time_scale": data["time_scale"], "exact_scaling": data["exact_mem"] and data["exact_time"]})
+                        {"time_scale": float(data["time_scale"]), "exact_scaling": data["exact_mem"] and data["exact_time"]})

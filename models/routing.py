@@ -8,14 +8,17 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 
-from wafopt.heuristics.routing import endpoint_bound, routes_plan, tcme_routes, xy_routes
+from wafopt.problems.routing.certificate import endpoint
+from wafopt.problems.routing.plans import routes_plan, xy_routes
 from wafopt.hardware.mesh import Die, Link
 from wafopt.solvers.backends import solve_cpsat as run_cpsat, solve_pyomo
-from wafopt.core.result import MethodResult
 from wafopt.core.budget import SolveOptions
+from wafopt.core.numeric import MAX_EXACT, decimal_scale, exact, integral_bound, scaled
+from wafopt.core.result import MethodResult
 
-HINT_SHARE = 0.2  # share of the time limit the TCME start may use
+VOLUME_DIGITS = 6  # CP-SAT: volumes scale exactly when they have at most this many decimals
 
 
 # --- data ---------------------------------------------------------------------------------------------
@@ -50,13 +53,12 @@ def build_data(instance) -> Data:
 
 
 def start_routes(instance, options: SolveOptions) -> list[list[Die]]:
-    """Warm start if feasible, else TCME from XY."""
+    """The warm start if feasible (wafopt.compose.methods passes TCME's routing), else XY."""
     from wafopt.problems.routing.evaluate import evaluate
 
     if options.warm_start is not None and evaluate(instance, options.warm_start).feasible:
         return [[tuple(d) for d in p] for p in options.warm_start["routes"]]
-    budget = HINT_SHARE * options.time_limit if options.time_limit else 2.0
-    return tcme_routes(instance, xy_routes(instance), time.monotonic() + budget)[0]
+    return xy_routes(instance)
 
 
 def nodes_of(arcs: list[Link]) -> set[Die]:
@@ -78,8 +80,9 @@ def walk(data: Data, f: int, used: set[Link]) -> list[Die]:
 
 def _result(instance, routes, status, bound, solver, message, stats) -> MethodResult:
     plan = routes_plan(routes)
-    bound = max(b for b in (bound, endpoint_bound(instance)) if b is not None)
-    return MethodResult(plan, status, bound, solver, message, stats)
+    floor = endpoint(instance)   # a certificate; a solver bound above it stays the solver's claim
+    return MethodResult(plan, status, bound if bound is not None and bound > floor.value else floor, solver,
+                        message, stats)
 
 
 # --- MILP ---------------------------------------------------------------------------------------------
@@ -150,22 +153,24 @@ def solve_milp(instance, options: SolveOptions) -> MethodResult:
     outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining(started))
     routes = decode_milp(model, data) if outcome.has_solution else start
     bound = None if outcome.bound is None else outcome.bound * max(data.volume) / data.bandwidth
+    grid = decimal_scale(data.volume, max_digits=VOLUME_DIGITS, limit=math.inf)
+    if bound is not None and grid is not None:   # every peak load is a whole number of 1/grid units
+        bound = integral_bound(bound * data.bandwidth, grid) / data.bandwidth
     return _result(instance, routes, outcome.status, bound, outcome.solver, outcome.message,
                    {"binaries": len(model.FA)})
 
 
 # --- CP-SAT -------------------------------------------------------------------------------------------
-def integer_volumes(volumes: list[float]) -> tuple[list[int], float, bool]:
-    """Volumes as integers: exact with a power-of-ten scale when one makes them integral (and
-    small enough), else floored at scale 1e6 / max volume, which makes the model's optimum a lower
+def integer_volumes(volumes: list[float]) -> tuple[list[int], Fraction, bool]:
+    """Volumes as integers: exact with the power-of-ten scale of their decimal places when there
+    are at most VOLUME_DIGITS and all volumes together stay within 2^53 (no link load can exceed
+    their sum), else floored at scale 1e6 / max volume, which makes the model's optimum a lower
     bound only. Returns (integer volumes, scale, exact)."""
-    from wafopt.core.numeric import decimal_scale
-
-    scale = decimal_scale(volumes, max_digits=6, limit=2.0 ** 50 / max(1, len(volumes)))
+    scale = decimal_scale(volumes, max_digits=VOLUME_DIGITS, limit=MAX_EXACT, total=True)
     if scale is not None:
-        return [int(round(v * scale)) for v in volumes], float(scale), True
-    scale = 1e6 / max(volumes)
-    return [int(math.floor(v * scale)) for v in volumes], scale, False
+        return [scaled(v, scale) for v in volumes], Fraction(scale), True
+    scale = Fraction(10 ** 6) / exact(max(volumes))
+    return [math.floor(exact(v) * scale) for v in volumes], scale, False
 
 
 def build_cpsat(data: Data, weights: list[int]):
@@ -204,7 +209,7 @@ def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
     start = start_routes(instance, options)
     options.incumbent(routes_plan(start))
     data = build_data(instance)
-    weights, scale, exact = integer_volumes(data.volume)
+    weights, scale, is_exact = integer_volumes(data.volume)
     model, use, peak = build_cpsat(data, weights)
     used = {(f, a, b) for f, p in enumerate(start) for a, b in zip(p, p[1:])}
     for key, var in use.items():
@@ -212,13 +217,15 @@ def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
 
     def on_solution(cb):
         options.incumbent(routes_plan(decode_cpsat(data, use, cb.Value)))
-        options.progress(f"cp-sat incumbent {cb.ObjectiveValue() / scale / data.bandwidth:g}")
+        options.progress(f"cp-sat incumbent {cb.ObjectiveValue() / float(scale) / data.bandwidth:g}")
 
     outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started))
     routes = decode_cpsat(data, use, solver.Value) if outcome.has_solution else start
-    bound = None if outcome.bound is None else outcome.bound / scale / data.bandwidth
-    status = outcome.status if exact else ("feasible" if outcome.has_solution else outcome.status)
-    message = outcome.message if exact else (outcome.message + "; volumes floored to integers, the bound "
+    # an integer model objective: its bound rounded up, then in evaluator units
+    bound = None if outcome.bound is None else \
+        float(Fraction(int(integral_bound(outcome.bound))) / scale / exact(data.bandwidth))
+    status = outcome.status if is_exact else ("feasible" if outcome.has_solution else outcome.status)
+    message = outcome.message if is_exact else (outcome.message + "; volumes floored to integers, the bound "
                                              "is valid but optimality is not claimed").lstrip("; ")
     return _result(instance, routes, status, bound, outcome.solver, message,
-                   {"scale": scale, "exact_scaling": exact})
+                   {"scale": float(scale), "exact_scaling": is_exact})

@@ -6,20 +6,26 @@ the same order as here: data, variables, constraints, objective, solve, decode.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-from wafopt.problems.tatp.evaluate import read_groups, ring_cost
-from wafopt.heuristics.tatp import groups_plan, tile_groups
-from wafopt.hardware.mesh import Die
+from wafopt.problems.tatp.certificate import ring_floor
+from wafopt.problems.tatp.evaluate import read_groups
+from wafopt.problems.tatp.plans import groups_plan, snake_groups, total_cost
+from wafopt.hardware.mesh import Die, Mesh
 from wafopt.solvers.backends import solve_cpsat as run_cpsat, solve_pyomo
+from wafopt.core.budget import SolveOptions, never
+from wafopt.core.numeric import integral_bound, integral_floor
 from wafopt.core.result import MethodResult
-from wafopt.core.budget import SolveOptions
 
-HINT_SHARE = 0.2          # share of the time limit the heuristic start may use
+# Completes a partial mapping: (mesh, rings, G, N, floor, deadline) -> G rings. Injected by
+# wafopt.compose.methods (the tiles repair of wafopt.heuristics.tatp); without it, relaxed
+# solutions that leave rings out are not turned into plans.
+Complete = Callable[[Mesh, list[list[Die]], int, int, int, float], list[list[Die]]]
+COMPLETE_S = 2.0          # budget of one completion
 MAX_COLUMNS = 150_000     # ring-column model: most enumerated rings before falling back
 MAX_ENUM_NODES = 3_000_000  # DFS nodes of one ring enumeration before falling back
 
@@ -54,15 +60,15 @@ def build_data(instance, start_cost: int) -> Data:
 
 
 def start_plan(instance, options: SolveOptions) -> list[list[Die]]:
-    """The warm start if it is a feasible plan of this instance, else the tiles heuristic."""
+    """The warm start if it is a feasible plan of this instance (wafopt.compose.methods passes
+    the tiles mapping), else the serpentine chunks."""
     from wafopt.problems.tatp.evaluate import evaluate
 
     if options.warm_start is not None:
         ev = evaluate(instance, options.warm_start)
         if ev.feasible:
             return read_groups(options.warm_start)
-    budget = HINT_SHARE * options.time_limit if options.time_limit else 2.0
-    return tile_groups(instance, time.monotonic() + budget)[0]
+    return snake_groups(instance.mesh, instance.group_size, instance.groups)
 
 
 def canonical(data: Data, groups: list[list[Die]]) -> list[list[int]]:
@@ -89,11 +95,12 @@ def rings_from_arcs(data: Data, members: list[int], succ: dict[int, int]) -> lis
 def _result(instance, groups, outcome_status, bound, solver, message, stats) -> MethodResult:
     plan = groups_plan(groups)
     if bound is not None:
-        bound = float(max(instance.lower_bound, math.ceil(bound - 1e-6)))  # costs are integers
+        bound = float(max(instance.lower_bound, integral_bound(bound)))  # costs are integers
     else:
         bound = float(instance.lower_bound)
-    cost = sum(ring_cost(instance.mesh, ring) for ring in groups)
-    status = "optimal" if outcome_status == "optimal" or cost <= bound else "feasible"
+    status = "optimal" if outcome_status == "optimal" else "feasible"
+    if bound <= instance.lower_bound:   # nothing beyond the ring floor: a certificate, not a solver claim
+        bound = ring_floor(instance)
     return MethodResult(plan, status, bound, solver, message, stats)
 
 
@@ -106,7 +113,7 @@ class Columns:
 
 
 def enumerate_rings(data: Data, K: int, max_columns: int | None = None,
-                    max_nodes: int | None = None) -> Columns | None:
+                    max_nodes: int | None = None, stop=never) -> Columns | None:
     """All die sets with ring cost <= K, each with its cheapest cyclic order; None when the
     enumeration passes the column or DFS-node limit (the caller then falls back).
 
@@ -128,7 +135,7 @@ def enumerate_rings(data: Data, K: int, max_columns: int | None = None,
                 best[frozenset(path)] = (cost, tuple(path))
             return len(best) <= max_columns
         nodes[0] -= 1
-        if nodes[0] < 0:
+        if nodes[0] < 0 or (nodes[0] % 4096 == 0 and stop()):
             return False
         hops_back = N - len(path)  # from the next die back to the first one
         for v in near[u]:
@@ -250,21 +257,21 @@ class ColumnSearch:
 
 
 def column_search(instance, start: list[list[Die]], options: SolveOptions, started: float,
-                  solve_stage) -> ColumnSearch:
+                  solve_stage, complete: Complete | None = None) -> ColumnSearch:
     """Solve the column model for K = floor, floor + 1, ... until its bound meets the best plan.
 
     Soundness: mapping a plan to (its rings of cost <= K as columns, the others as wildcards)
     never raises its cost, so every stage's bound is a lower bound of the problem. A stage
     solution without wildcards is a plan. At K = UB - (G - 1) * floor a wildcard alone pushes the
     total above UB, so that stage is exact; the loop stops there at the latest."""
-    from wafopt.heuristics.tatp import complete_groups
-
     mesh, G, floor = instance.mesh, instance.groups, instance.ring_lower_bound
     best, best_cost = start, _cost(instance, start)
     bound, K, last_K, message, solver = instance.lower_bound, floor, None, "", ""
     data = build_data(instance, best_cost)
-    while bound < best_cost and K <= best_cost - (G - 1) * floor:
-        cols = enumerate_rings(data, K)
+    while bound < best_cost and K <= best_cost - (G - 1) * floor and not options.stopped():
+        cols = enumerate_rings(data, K, stop=options.stopped)
+        if cols is None and options.stopped():
+            break
         if cols is None:
             return ColumnSearch(best, bound, False, last_K,
                                 f"more than {MAX_COLUMNS} rings of cost <= {K}", solver)
@@ -272,13 +279,13 @@ def column_search(instance, start: list[list[Die]], options: SolveOptions, start
                                             options.remaining(started))
         solver = outcome.solver
         if outcome.bound is not None:
-            bound = max(bound, math.ceil(outcome.bound - 1e-6))
-        if outcome.has_solution:
+            bound = max(bound, int(integral_bound(outcome.bound)))
+        if outcome.has_solution and (not wild or complete is not None):
             rings = [[data.dies[d] for d in cols.rings[s]] for s in picked]
             if wild:  # a relaxed solution: complete it into a plan from the free dies
                 left = options.remaining(started)
-                deadline = time.monotonic() + (2.0 if left is None else min(2.0, left))
-                rings = complete_groups(mesh, rings, G, instance.group_size, floor, deadline)
+                deadline = time.monotonic() + (COMPLETE_S if left is None else min(COMPLETE_S, left))
+                rings = complete(mesh, rings, G, instance.group_size, floor, deadline)
             if _cost(instance, rings) < best_cost:
                 best, best_cost = rings, _cost(instance, rings)
                 options.incumbent(groups_plan(best), bound)
@@ -292,7 +299,7 @@ def column_search(instance, start: list[list[Die]], options: SolveOptions, start
 
 
 def _cost(instance, groups: list[list[Die]]) -> int:
-    return sum(ring_cost(instance.mesh, ring) for ring in groups)
+    return total_cost(instance.mesh, groups)
 
 
 # --- CP-SAT -------------------------------------------------------------------------------------------
@@ -365,46 +372,49 @@ def decode_cpsat(data: Data, v: dict, value) -> list[list[Die]]:
     return groups
 
 
-def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None):
+def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None,
+                     complete: Complete | None = None):
     """G * floor + (G - P): at most P disjoint rings can cost the floor (P from the packing model,
     or its proven upper bound when it stops early), every other ring costs at least floor + 1.
 
-    Also returns a mapping built from the packing: its rings plus rings grown from the rest."""
-    from wafopt.heuristics.tatp import complete_groups
-
+    Also returns a mapping built from the packing (with `complete`): its rings plus rings grown
+    from the rest."""
     data = build_data(instance, instance.lower_bound)  # arcs with hops <= floor only
     model, v = build_cpsat(data, packing=True)
     outcome, solver = run_cpsat(model, options, None, time_limit)
     mapping = None
-    if outcome.has_solution:
+    if outcome.has_solution and complete is not None:
         packed = [ring for ring in decode_cpsat(data, v, solver.Value) if ring]
-        mapping = complete_groups(instance.mesh, packed, data.G, data.N, data.floor, time.monotonic() + 2.0)
+        left = options.remaining()
+        deadline = time.monotonic() + (COMPLETE_S if left is None else min(COMPLETE_S, left))
+        mapping = complete(instance.mesh, packed, data.G, data.N, data.floor, deadline)
     if outcome.status == "optimal":
         most = round(solver.ObjectiveValue())
     elif outcome.bound is not None:
-        most = math.floor(outcome.bound + 1e-6)
+        most = integral_floor(outcome.bound)   # a maximization: its bound rounded down
     else:
         return instance.lower_bound, "packing bound not available", mapping
     most = min(most, data.G)
     return instance.lower_bound + (data.G - most), f"at most {most} rings can cost {data.floor}", mapping
 
 
-def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
+def solve_cpsat(instance, options: SolveOptions, complete: Complete | None = None) -> MethodResult:
     """Ring-column model (CP-SAT) first; the circuit model only when the enumeration is too large."""
     from wafopt.solvers.backends import cpsat_version
 
-    started, search, stats, done = column_phase(instance, options, solve_columns_cpsat, cpsat_version())
-    return done or circuit_cpsat(instance, options, started, search, stats)
+    started, search, stats, done = column_phase(instance, options, solve_columns_cpsat, cpsat_version(),
+                                                complete)
+    return done or circuit_cpsat(instance, options, started, search, stats, complete)
 
 
-def column_phase(instance, options: SolveOptions, solve_columns, solver: str):
+def column_phase(instance, options: SolveOptions, solve_columns, solver: str, complete: Complete | None = None):
     """The opening both exact methods share: a start plan, then the ring-column search.
 
     Returns (started, search, stats, result); result is set when the columns settled it."""
     started = time.monotonic()
     start = start_plan(instance, options)
     options.incumbent(groups_plan(start), instance.lower_bound)
-    search = column_search(instance, start, options, started, solve_columns)
+    search = column_search(instance, start, options, started, solve_columns, complete)
     stats = {"start_cost": _cost(instance, start), "columns_up_to_cost": search.last_K}
     done = None
     if search.enumerated or search.bound >= _cost(instance, search.groups):
@@ -414,13 +424,13 @@ def column_phase(instance, options: SolveOptions, solve_columns, solver: str):
 
 
 def circuit_cpsat(instance, options: SolveOptions, started: float, search: ColumnSearch,
-                  stats: dict) -> MethodResult:
+                  stats: dict, complete: Complete | None = None) -> MethodResult:
     """Fallback: the circuit model from the column search's best plan and bound (plus the
     packing bound when not even the rings of floor cost could be enumerated)."""
     start, bound, why = search.groups, search.bound, search.message
     if search.last_K is None:
         share = None if options.time_limit is None else 0.3 * options.remaining(started)
-        packing_bound, packing_why, packed = floor_ring_bound(instance, options, share)
+        packing_bound, packing_why, packed = floor_ring_bound(instance, options, share, complete)
         if packing_bound > bound:
             bound, why = packing_bound, f"{why}; {packing_why}"
         if packed is not None and _cost(instance, packed) < _cost(instance, start):
@@ -523,11 +533,12 @@ def decode_milp(m, data: Data) -> list[list[Die]]:
     return groups
 
 
-def solve_milp(instance, options: SolveOptions) -> MethodResult:
+def solve_milp(instance, options: SolveOptions, complete: Complete | None = None) -> MethodResult:
     """Ring-column model (HiGHS) first; the flow MILP only when the enumeration is too large."""
     from wafopt.solvers.backends import highs_version
 
-    started, search, stats, done = column_phase(instance, options, solve_columns_milp, highs_version())
+    started, search, stats, done = column_phase(instance, options, solve_columns_milp, highs_version(),
+                                                complete)
     if done:
         return done
     start, start_cost = search.groups, _cost(instance, search.groups)

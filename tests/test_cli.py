@@ -71,8 +71,8 @@ def test_solve_certify_show_round_trip(tmp_path, capsys, monkeypatch):
     data = json.loads(path.read_text())
     data["objective"] *= 0.9
     path.write_text(json.dumps(data))
-    assert main(["certify", str(path)]) == 4
-    assert "NOT CERTIFIED" in capsys.readouterr().out
+    assert main(["certify", str(path)]) == 5
+    assert "INVALID" in capsys.readouterr().out
     assert main(["show", inst, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     stage = info["summary"]["workload"]["stages"][0]

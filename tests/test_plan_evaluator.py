@@ -28,23 +28,42 @@ def plan(**extra):
     return {"tp": 1, "pp": 2, "dp": 1, "tile": [1, 1], "pipelines": [[[[0, 0]], [[0, 2]]]], **extra}
 
 
+def one_f_one_b_two_stages(a, b, c, d, x, m=3):
+    """The 1F1B timeline of 2 stages and 3 micro-batches, step by step: stage 0 (forward a,
+    backward b) runs F0 F1 B0 F2 B1 B2, stage 1 (c, d) runs F0 B0 F1 B1 F2 B2; a send takes x."""
+    assert m == 3
+    s0_f0 = a
+    s0_f1 = s0_f0 + a
+    s1_b0 = max(0, s0_f0 + x) + c + d                    # its F0 waits for stage 0's F0 and the send
+    s0_b0 = max(s0_f1, s1_b0 + x) + b
+    s0_f2 = s0_b0 + a
+    s1_b1 = max(s1_b0, s0_f1 + x) + c + d
+    s0_b1 = max(s0_f2, s1_b1 + x) + b
+    s1_b2 = max(s1_b1, s0_f2 + x) + c + d
+    s0_b2 = max(s0_b1, s1_b2 + x) + b
+    return s0_b2, s1_b2
+
+
 def test_iteration_time_by_hand(scenario):
     w = scenario.workload()
     s0, s1 = w.stages
     assert w.microbatches == 3 and (s0.inflight, s1.inflight) == (2, 1) and s0.layers == s1.layers == 2
-    p2p = w.p2p_bytes / 1e12                                  # one hop... here two hops, alpha = 0
-    t0 = s0.fwd_s + s0.bwd_s + p2p
-    t1 = s1.fwd_s + s1.bwd_s + p2p
+    send = w.p2p_bytes / 1e12                       # 2 hops, alpha = 0, one flow per link: no contention
+    end0, end1 = one_f_one_b_two_stages(s0.fwd_s, s0.bwd_s, s1.fwd_s, s1.bwd_s, send)
     ev = evaluate("plan", scenario, plan())
     assert ev.feasible, ev.violations
-    assert ev.objective == pytest.approx(t0 + t1 + 2 * max(t0, t1), rel=1e-12)
+    # the optimizer step of each stage follows its last backward
+    assert ev.objective == pytest.approx(max(end0 + s0.optimizer_s, end1 + s1.optimizer_s), rel=1e-12)
     mem = {tuple(m["die"]): m["bytes"] for m in ev.details["memory"]}
-    assert mem[(0, 0)] == pytest.approx(s0.state_bytes + 2 * 2 * s0.activation_bytes)
-    assert mem[(0, 2)] == pytest.approx(s1.state_bytes + 1 * 2 * s1.activation_bytes)
+    assert mem[(0, 0)] == pytest.approx(s0.state_bytes + 2 * (2 * s0.activation_bytes + s0.extra_activation_bytes)
+                                        + s0.transient_bytes())
+    assert mem[(0, 2)] == pytest.approx(s1.state_bytes + 1 * (2 * s1.activation_bytes + s1.extra_activation_bytes)
+                                        + s1.transient_bytes())
     # P2P crosses both links of the 1 x 3 row, 3 micro-batches each way
     loads = {(tuple(a), tuple(b)): v for a, b, v in ev.details["link_loads"]}
     assert loads[((0, 0), (0, 1))] == pytest.approx(3 * w.p2p_bytes)
     assert loads[((0, 2), (0, 1))] == pytest.approx(3 * w.p2p_bytes)
+    assert ev.details["peak_link_load_bytes"] == pytest.approx(3 * w.p2p_bytes)
 
 
 def test_recompute_and_offload_by_hand(scenario):
@@ -59,16 +78,54 @@ def test_recompute_and_offload_by_hand(scenario):
     ev = evaluate("plan", scenario, p)
     assert ev.feasible, ev.violations
     per_mb = moved / s0.inflight
-    exposed = 2 * (per_mb / 1e12 - per_mb / 2e12)   # link 1 TB/s vs DRAM 2 TB/s, one hop
-    p2p = w.p2p_bytes / 1e12
-    t0 = s0.fwd_s + s0.bwd_s + 2 * s0.units[j].recompute_s + p2p + exposed
-    t1 = s1.fwd_s + s1.bwd_s + p2p
-    assert ev.details["stages"][0]["offload_s"] == pytest.approx(exposed)
-    assert ev.objective == pytest.approx(t0 + t1 + 2 * max(t0, t1), rel=1e-12)
+    exposed = per_mb / 1e12 - per_mb / 2e12          # link 1 TB/s vs DRAM 2 TB/s, one hop, each way
+    send = w.p2p_bytes / 1e12
+    forward0 = s0.fwd_s + exposed                    # the store follows the forward
+    backward0 = exposed + 2 * s0.units[j].recompute_s + s0.bwd_s   # load, recompute, backward
+    end0, end1 = one_f_one_b_two_stages(forward0, backward0, s1.fwd_s, s1.bwd_s, send)
+    assert ev.details["stages"][0]["offload_s"] == pytest.approx(2 * exposed)
+    assert ev.objective == pytest.approx(max(end0 + s0.optimizer_s, end1 + s1.optimizer_s), rel=1e-12)
     mem = {tuple(m["die"]): m["bytes"] for m in ev.details["memory"]}
-    assert mem[(0, 0)] == pytest.approx(s0.state_bytes + 2 * (2 * s0.activation_bytes - 2 * s0.units[j].bytes)
-                                        - moved)
+    kept = 2 * s0.activation_bytes - 2 * s0.units[j].bytes + s0.extra_activation_bytes
+    transient = s0.transient_bytes() + s0.units[j].bytes    # the regenerated unit of one layer
+    assert mem[(0, 0)] == pytest.approx(s0.state_bytes + 2 * kept + transient - moved)
     assert mem[(0, 1)] == pytest.approx(moved)
+
+
+def test_full_recomputation_rows(scenario):
+    s0, s1 = scenario.workload().stages
+    base = evaluate("plan", scenario, plan())
+    full = evaluate("plan", scenario, plan(recompute=["full", [0] * len(s1.units)]))
+    assert full.feasible, full.violations
+    # the whole forward again in each backward of stage 0 (tp = 1: no collectives to repeat)
+    assert full.details["stages"][0]["recompute_s"] == pytest.approx(s0.fwd_s - _embedding_s(s0), rel=1e-12)
+    assert full.objective > base.objective
+    mem = {tuple(m["die"]): m["bytes"] for m in full.details["memory"]}
+    assert mem[(0, 0)] == pytest.approx(s0.state_bytes + 2 * (2 * s0.boundary_bytes + s0.extra_activation_bytes)
+                                        + s0.transient_bytes("full"))
+
+
+def _embedding_s(stage):
+    steps, repeat = stage.forward[0]
+    assert steps[0].name == "embedding" and repeat == 1
+    return steps[0].seconds
+
+
+def test_tp_scheme_per_stage():
+    two = {**TINY, "wafer": {**TINY["wafer"], "rows": 2}, "parallel": {"tp": 2, "pp": 2, "dp": 1}}
+    sc = parse_instance(two).instance
+    pipes = [[[[0, 0], [1, 0]], [[0, 1], [1, 1]]]]
+    base = {"tp": 2, "pp": 2, "dp": 1, "pipelines": pipes}
+    megatron = evaluate("plan", sc, base)
+    mixed = evaluate("plan", sc, {**base, "tp_scheme": ["tatp", "megatron"]})
+    assert megatron.feasible and mixed.feasible, mixed.violations
+    assert mixed.details["tp_scheme"] == ["tatp", "megatron"]
+    assert mixed.details["stages"][1] == {**megatron.details["stages"][1], "send_backward_s":
+                                          mixed.details["stages"][1]["send_backward_s"],
+                                          "p2p_s": mixed.details["stages"][1]["p2p_s"]}
+    assert mixed.details["stages"][0]["fwd_s"] != megatron.details["stages"][0]["fwd_s"]
+    bad = evaluate("plan", sc, {**base, "tp_scheme": ["tatp"]})
+    assert not bad.feasible and any("tp_scheme" in v for v in bad.violations)
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -91,7 +148,7 @@ def test_memory_overflow_is_a_violation():
     with pytest.raises(InstanceError, match="even with full recomputation"):
         parse_instance(small)  # rejected at load
     tight = {**TINY, "training": {**TINY["training"], "seq": 2048}}
-    sc = parse_instance({**tight, "wafer": {**TINY["wafer"], "dram_gb": 0.15}}).instance
+    sc = parse_instance({**tight, "wafer": {**TINY["wafer"], "dram_gb": 0.25}}).instance
     ev = evaluate("plan", sc, plan())
     assert not ev.feasible and any("GB, capacity" in v for v in ev.violations)
 

@@ -79,7 +79,8 @@ def test_exact_methods_match_brute_force_and_heuristics_never_beat_it(seed, mode
         if best is None:
             assert sol.status == "infeasible"
             continue
-        assert sol.status == "feasible", (method, sol.message)
+        # optimal only when a certified bound (dp: the memory relaxation) meets the plan
+        assert sol.status == "feasible" or sol.bound == pytest.approx(best, rel=REL), (method, sol.message)
         assert sol.objective >= best * (1 - REL), method
     dp = run(loaded(inst), "dp", opts)
     if best is not None and dp.stats["exact"]:

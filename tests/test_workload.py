@@ -6,8 +6,8 @@ import pytest
 
 from wafopt.hardware.catalog import resolve_llm, resolve_wafer
 from wafopt.core.errors import InstanceError
-from wafopt.workload.model import (StageWorkload, Training, Workload, build_workload, parse_training,
-                             split_layers)
+from wafopt.workload.model import (FULL, STATE_PRESETS, StageWorkload, Training, Workload, build_workload,
+                                   parse_training, split_layers)
 
 S, B, H, A, L, V = 2048, 1, 12288, 96, 96, 50257   # GPT-3 175B (Korthikanti et al. Table 3)
 SBH = S * B * H
@@ -60,7 +60,7 @@ def test_korthikanti_unit_sizes():
 def test_flash_attention_removes_the_s2_terms():
     t = 8
     plain = units(gpt3(tp=t).stages[0])
-    flash_stage = gpt3(tp=t, flash_attention=True).stages[0]
+    flash_stage = gpt3(tp=t, attention="flash").stages[0]
     flash = units(flash_stage)
     for name in ("softmax_output", "attn_dropout_mask", "attn_dropout_output"):
         assert name in plain and name not in flash
@@ -70,7 +70,7 @@ def test_flash_attention_removes_the_s2_terms():
     assert flash_stage.activation_bytes == pytest.approx(SBH * (10 + 24 / t) + stats, rel=1e-12)
     # linear in the sequence length once the s^2 terms are gone
     longer = build_workload(GPT3, Training(seq=2 * S, micro_batch=B, global_batch=8,
-                                           flash_attention=True), CONFIG3, t, 1)
+                                           attention="flash"), CONFIG3, t, 1)
     assert longer.stages[0].activation_bytes == pytest.approx(2 * flash_stage.activation_bytes)
 
 
@@ -78,7 +78,7 @@ def test_flash_attention_removes_the_s2_terms():
 @pytest.mark.parametrize("flash, sp", [(False, False), (True, False), (False, True), (True, True)])
 def test_units_sum_to_the_stage_total(model, flash, sp):
     llm = resolve_llm(model)
-    training = Training(seq=4096, micro_batch=2, global_batch=16, flash_attention=flash,
+    training = Training(seq=4096, micro_batch=2, global_batch=16, attention="flash" if flash else "standard",
                         sequence_parallel=sp)
     work = build_workload(llm, training, resolve_wafer("watos-config1"), 8, 8)
     for stage in work.stages:
@@ -92,10 +92,12 @@ def test_units_sum_to_the_stage_total(model, flash, sp):
 def test_llama3_405b_model_state_matches_watos():
     llm = resolve_llm("llama3-405b")
     assert llm.total_params * 14 == pytest.approx(5670e9, rel=0.01)   # WATOS section V-F
-    training = Training(seq=4096, micro_batch=1, global_batch=8, state_bytes_per_param=14)
+    training = Training(seq=4096, micro_batch=1, global_batch=8, states=STATE_PRESETS["watos14"])
     work = build_workload(llm, training, resolve_wafer("watos-config1"), 8, 8)
-    # untied embeddings: the per-die shares add up to the whole model exactly
-    assert sum(s.state_bytes for s in work.stages) * work.tp == pytest.approx(llm.total_params * 14)
+    # untied embeddings: the per-die shares add up to the whole model, but for the norms every
+    # TP rank keeps whole (126 layers x 4h + the final 2h, 7 extra copies: 1.4e-4 of the model)
+    total = sum(s.state_bytes for s in work.stages) * work.tp
+    assert total == pytest.approx(llm.total_params * 14 + (126 * 4 + 2) * 16384 * 7 * 14, rel=1e-12)
 
 
 def test_tied_embedding_copy_on_the_last_stage():
@@ -130,17 +132,20 @@ def test_stage_layers_and_first_layer():
 def test_memory_bytes_and_recomputation():
     work = gpt3(tp=8, pp=4, global_batch=8)
     stage = work.stages[0]
-    kept = stage.state_bytes + stage.inflight * stage.layers * stage.activation_bytes
-    assert stage.memory_bytes() == pytest.approx(kept)
+    # the embedding's dropout mask (1 byte per element of the layer input) is kept besides the layers
+    assert stage.extra_activation_bytes == SBH
+    kept = stage.state_bytes + stage.inflight * (stage.layers * stage.activation_bytes + SBH)
+    assert stage.memory_bytes() == pytest.approx(kept + stage.transient_bytes())
     assert stage.full_recompute_bytes() == pytest.approx(
-        stage.state_bytes + stage.inflight * stage.layers * 2 * SBH)
-    # dropping every unit but the layer input in every layer is full recomputation
+        stage.state_bytes + stage.inflight * (stage.layers * 2 * SBH + SBH) + stage.transient_bytes(FULL))
+    # dropping every unit but the layer input in every layer keeps what full recomputation keeps
     all_but_input = {u.name: stage.layers for u in stage.units if u.name != "ln1_input"}
     assert stage.memory_bytes(all_but_input) == pytest.approx(stage.full_recompute_bytes())
-    # a sequence aligned with the units works too
+    # a sequence aligned with the units works too; the regenerated unit is transient memory
     xs = [3 if u.name == "softmax_output" else 0 for u in stage.units]
     saved = stage.inflight * 3 * units(stage)["softmax_output"]
-    assert stage.memory_bytes(xs) == pytest.approx(kept - saved)
+    assert stage.transient_bytes(xs) == pytest.approx(stage.transient_bytes() + units(stage)["softmax_output"])
+    assert stage.memory_bytes(xs) == pytest.approx(kept - saved + stage.transient_bytes(xs))
     assert stage.recompute_seconds(xs) == pytest.approx(
         3 * next(u.recompute_s for u in stage.units if u.name == "softmax_output"))
     with pytest.raises(ValueError):
@@ -156,28 +161,37 @@ def test_recompute_costs():
     assert cost["gelu_input"].recompute_flops == 2 * B * S * H * 4 * H / t   # FC1 GEMM
     assert cost["softmax_output"].recompute_flops >= 2 * B * S * S * H / t  # QK^T GEMM
     assert cost["proj_input"].recompute_flops == 2 * B * S * S * H / t      # scores x V
-    for u in stage.units:
-        roofline = max(u.recompute_flops / CONFIG3.die_flops,
-                       u.recompute_bytes / CONFIG3.dram_bandwidth)
-        assert u.recompute_s == pytest.approx(roofline)
+    # one producer: its roofline; the FC1 GEMM is compute-bound on this die
+    assert cost["gelu_input"].recompute_s == pytest.approx(2 * B * S * H * 4 * H / t / CONFIG3.die_flops)
+    for name in ("qkv_input", "fc2_input", "proj_input"):   # memory-bound elementwise / small GEMMs
+        u = cost[name]
+        assert u.recompute_s == pytest.approx(max(u.recompute_flops / CONFIG3.die_flops,
+                                                  u.recompute_bytes / CONFIG3.dram_bandwidth))
     # the layer input comes from the preceding layer's FC2 GEMM (+ dropout, residual add)
-    assert cost["ln1_input"].recompute_flops == 2 * B * S * 4 * H * H / t + 2 * SBH
-    # every GEMM of a layer regenerates exactly one unit: recomputing all of them costs one
-    # layer forward plus the (small) elementwise work
-    per_layer = 24 * B * S * H * H * (1 + S / (6 * H)) / t
+    assert cost["ln1_input"].recompute_flops == 2 * B * S * 4 * H * H / t + 3 * SBH
+    # every operator of a layer regenerates a unit: all of them cost one layer forward (the
+    # residuals' RNG replay is counted twice, a third of two elementwise operators)
+    table, _ = stage.tables[0]
     total = sum(u.recompute_flops for u in stage.units)
-    assert per_layer < total < 1.01 * per_layer
+    assert table.fwd_flops < total < 1.0001 * table.fwd_flops
 
 
 # --- FLOPs, times, traffic ----------------------------------------------------------------------
 def test_forward_flops_narayanan():
     t, pp = 8, 4
     work = gpt3(tp=t, pp=pp)
-    per_layer = 24 * B * S * H * H * (1 + S / (6 * H)) / t
+    per_layer = 24 * B * S * H * H * (1 + S / (6 * H)) / t     # matrix multiplies only
     first, last = work.stages[0], work.stages[-1]
-    assert first.fwd_flops == pytest.approx(first.layers * per_layer)
-    assert last.fwd_flops == pytest.approx(last.layers * per_layer + 2 * B * S * H * V / t)
-    assert first.bwd_flops == 2 * first.fwd_flops
+    table, count = first.tables[0]
+    assert table.model_flops == pytest.approx(per_layer, rel=1e-12)
+    # the elementwise operators per layer: norms 2 x 5 sbh, residuals 2 x 3 sbh, softmax 5 a s^2/t,
+    # dropout 2 a s^2/t, GeLU 8 x 4 sbh/t
+    elementwise = (10 + 6) * SBH + 7 * A * S * S * B / t + 32 * SBH / t
+    assert table.fwd_flops == pytest.approx(per_layer + elementwise, rel=1e-12)
+    assert first.fwd_flops == pytest.approx(count * table.fwd_flops + SBH)   # + position add
+    head = 2 * B * S * H * V / t + 5 * SBH + 5 * S * B * V / t             # final norm, LM head, softmax
+    assert last.fwd_flops == pytest.approx(last.layers * table.fwd_flops + head)
+    assert first.bwd_flops == pytest.approx(2 * first.fwd_flops)
     assert first.fwd_s >= first.fwd_flops / CONFIG3.die_flops
     assert first.compute_s() == first.fwd_s + first.bwd_s
 
@@ -190,11 +204,16 @@ def test_model_flops_per_iteration():
 
 
 def test_tp_and_p2p_traffic():
-    work = gpt3(tp=8)
-    assert work.tp_allreduce_bytes == pytest.approx(2 * 7 / 8 * 2 * SBH)
-    assert work.tp_allreduces_per_layer == 4
+    work = gpt3(tp=8, pp=4)
+    middle = work.stages[1]
+    # four ring all-reduces per layer (two forward, two backward), each sending 2(t-1)/t of it
+    assert middle.tp_bytes_per_layer() == pytest.approx(4 * 2 * 7 / 8 * 2 * SBH)
+    # full recomputation repeats the two forward ones
+    assert middle.tp_bytes_per_layer(FULL) == pytest.approx(6 * 2 * 7 / 8 * 2 * SBH)
+    sp = gpt3(tp=8, pp=4, sequence_parallel=True).stages[1]
+    assert sp.tp_bytes_per_layer() == pytest.approx(10 * 7 / 8 * 2 * SBH)   # + the backward re-gathers
     assert work.p2p_bytes == 2 * SBH   # the whole boundary tensor; t die pairs share it
-    assert gpt3(tp=1).tp_allreduce_bytes == 0
+    assert gpt3(tp=1, pp=4).stages[1].tp_bytes_per_layer() == 0
     assert gpt3(tp=8, sequence_parallel=True).p2p_bytes == 2 * SBH
 
 
@@ -216,7 +235,14 @@ def test_global_batch_not_divisible_raises():
 def test_parse_training():
     training = parse_training({"seq": 2048, "micro_batch": 2, "global_batch": 64,
                                "flash_attention": True, "state_bytes_per_param": 14})
-    assert training == Training(2048, 2, 64, flash_attention=True, state_bytes_per_param=14.0)
+    assert training == Training(2048, 2, 64, attention="flash", states=STATE_PRESETS["watos14"])
+    assert parse_training({"seq": 2048, "micro_batch": 2, "global_batch": 64, "attention": "flash",
+                           "states": "watos14"}) == training
+    with pytest.raises(InstanceError, match=r"training\.flash_attention"):
+        parse_training({"seq": 1, "micro_batch": 1, "global_batch": 1, "attention": "flash",
+                        "flash_attention": True})
+    with pytest.raises(InstanceError, match=r"training\.attention"):
+        parse_training({"seq": 1, "micro_batch": 1, "global_batch": 1, "attention": "sparse"})
     assert dataclasses.replace(training, seq=1).seq == 1
     with pytest.raises(InstanceError, match=r"training\.seq.*-1"):
         parse_training({"seq": -1, "micro_batch": 1, "global_batch": 1})

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -37,7 +38,14 @@ def _stderr(text: str) -> None:
 def _options(args):
     from wafopt.api import options
 
-    return options(args.time_limit, args.seed, None, args.quiet, getattr(args, "verbose", False))
+    opts = options(args.time_limit, args.seed, None, args.quiet, getattr(args, "verbose", False))
+    solver = getattr(args, "solver", None) or "highs"
+    if solver != "highs":
+        from wafopt.solvers.backends import pyomo_solver
+
+        pyomo_solver(solver)   # a solver that is not installed fails before any work (exit 2)
+    opts.solver = solver
+    return opts
 
 
 def _add_solve_options(p: argparse.ArgumentParser) -> None:
@@ -48,6 +56,9 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every randomized method (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     p.add_argument("--verbose", action="store_true", help="solver logs on stderr")
+    p.add_argument("--solver", default="highs", metavar="NAME",
+                   help="MILP solver of the pyomo models: highs (default) or any solver pyomo's SolverFactory "
+                        "finds installed (gurobi, cplex, scip, cbc, ...)")
 
 
 def _methods_help() -> str:
@@ -108,8 +119,12 @@ class Solve(Command):
 
     def add_arguments(self, p):
         p.add_argument("instance", metavar="INSTANCE")
-        p.add_argument("--method", required=True, help=_methods_help())
+        p.add_argument("--method", help=_methods_help() + " (default for a scenario: plan, the joint planner)")
         _add_solve_options(p)
+        p.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="plan: compose layouts on N local processes (default: the number of cores)")
+        p.add_argument("--scheduler", metavar="ADDRESS", help="plan: compose layouts on this Dask cluster")
+        p.add_argument("--plot", metavar="PNG", help="plan: draw the convergence of plan and bound")
         p.add_argument("--warm-start", metavar="SOLUTION", help="start exact methods from this plan")
         p.add_argument("--out", metavar="FILE|DIR", help="a file, or a directory to write into "
                        "(default: solutions/<instance-stem>.<method>.json; a better solution there is kept)")
@@ -122,8 +137,16 @@ class Solve(Command):
         from wafopt.core.solution import read_solution
 
         loaded = _load(args.instance, args.problem)
+        if args.method is None:
+            if loaded.problem != "plan":
+                raise InstanceError(f"is required for problem {loaded.problem}", "--method")
+            args.method = "plan"   # a scenario: the joint planner searches what `parallel:` leaves open
         method_function(loaded.problem, args.method)  # an unknown method fails before any work
         options = _options(args)
+        if args.workers is not None and args.workers < 1:
+            raise InstanceError(f"must be a positive number of processes, got {args.workers}", "--workers")
+        options.workers = args.workers or os.cpu_count() or 1
+        options.scheduler = args.scheduler
         if args.warm_start:
             start = read_solution(args.warm_start)
             if start.problem != loaded.problem:
@@ -134,7 +157,10 @@ class Solve(Command):
         if not options.quiet:
             _stderr(f"solving {args.instance} ({loaded.problem}) with {args.method}"
                     + (f", time limit {args.time_limit:g} s" if args.time_limit else ""))
-        result = Result.of(run(loaded, args.method, options))
+        from wafopt.present.progress import console_progress
+
+        with console_progress(options):
+            result = Result.of(run(loaded, args.method, options))
         out, note = save(result, loaded, args.out)
         if args.json:
             print(json.dumps(result.solution.to_dict(), indent=1))
@@ -145,10 +171,59 @@ class Solve(Command):
                   + f"  gap {_pct(result.gap)}  {result.time_s:.2f} s  [{result.solution.solver}]")
             if result.message:
                 print(f"note: {result.message}")
+            if result.solution.stats.get("candidates"):
+                from wafopt.present.planner import candidates_text
+
+                print(candidates_text(result.solution.stats))
             print(f"wrote {out}")
+        if args.plot and result.solution.stats.get("convergence"):
+            from wafopt.present.planner import convergence_png
+
+            convergence_png(result.solution.stats, args.plot, f"{loaded.name}: {args.method}")
+            _stderr(f"wrote {args.plot}")
         if note:
             _stderr(f"wafopt: note: {note}")
         return _exit_code(result)
+
+
+class Ablation(Command):
+    name = "ablation"
+    help = "what each part of the planner adds over MG-wafer (WATOS Fig. 18): throughput ratios"
+
+    def add_arguments(self, p):
+        p.add_argument("scenarios", nargs="+", metavar="SCENARIO")
+        p.add_argument("--time-limit", type=float, default=300.0, metavar="S", help="seconds per scenario (default 300)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--quiet", action="store_true")
+        p.add_argument("--markdown", action="store_true", help="the table as Markdown (for docs/)")
+
+    def run(self, args):
+        from wafopt.compose.planner.ablation import ablation
+
+        code = EXIT_OK
+        for path in args.scenarios:
+            loaded = _load(path)
+            if loaded.problem != "plan":
+                raise InstanceError(f"needs a scenario (problem: plan), got problem: {loaded.problem}", path)
+            options = _options(args).start()
+            rows = ablation(loaded.instance, options)
+            heads = ["step", "layout", "iteration (s)", "throughput x MG-wafer", "bound (s)"]
+            cells = [[r.step, r.layout, _fmt(r.objective), "-" if r.ratio is None else f"{r.ratio:.3f}",
+                      _fmt(r.bound)] for r in rows]
+            if args.markdown:
+                print(f"\n**{loaded.name}**\n\n| " + " | ".join(heads) + " |\n|" + "---|" * len(heads))
+                for c in cells:
+                    print("| " + " | ".join(c) + " |")
+            else:
+                widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
+                print(f"\n{loaded.name}")
+                print("  ".join(h.ljust(w) for h, w in zip(heads, widths)))
+                for c in cells:
+                    print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+            if options.interrupted:
+                code = EXIT_INTERRUPTED
+                break
+        return code
 
 
 class Compare(Command):
@@ -171,6 +246,7 @@ class Compare(Command):
     def run(self, args):
         from wafopt.api import Result, applicable, default_methods, save
         from wafopt.compose.runner import run
+        from wafopt.present.progress import console_progress
         from wafopt.core.numeric import relative_gap
         from wafopt.core.registry import PROBLEMS, methods as methods_of
 
@@ -199,7 +275,9 @@ class Compare(Command):
             for k, method in enumerate(methods):
                 if not args.quiet:
                     _stderr(f"[{loaded.name}] {method} ({k + 1}/{len(methods)}) ...")
-                result = Result.of(run(loaded, method, _options(args)))
+                options = _options(args)
+                with console_progress(options):
+                    result = Result.of(run(loaded, method, options))
                 if args.save:
                     _, note = save(result, loaded)
                     if note:
@@ -283,19 +361,28 @@ class Compare(Command):
 
 class Certify(Command):
     name = "certify"
-    help = "re-check a solution: instance hash, feasibility, objective, bound; print the certified gap"
+    help = ("re-check a solution without trusting it: feasibility, objective, certified bound and gap, "
+            "the solver's claim (exit 0 certified, 4 claimed, 5 invalid)")
 
     def add_arguments(self, p):
         p.add_argument("solution", metavar="SOLUTION")
         p.add_argument("--instance", metavar="INSTANCE", help="default: the path stored in the solution")
+        p.add_argument("--resolve", action="store_true",
+                       help="confirm a solver's claim by re-solving with an exact method (cpsat or milp)")
+        p.add_argument("--time-limit", type=float, metavar="S",
+                       help="seconds for --resolve (default: 60)")
 
     def run(self, args):
         from wafopt.compose.certify import certify
 
-        report = certify(args.solution, args.instance)
+        if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
+            raise InstanceError(f"must be a positive number of seconds, got {args.time_limit}", "--time-limit")
+        if args.time_limit is not None and not args.resolve:
+            raise InstanceError("only applies with --resolve", "--time-limit")
+        report = certify(args.solution, args.instance, resolve=args.resolve, time_limit=args.time_limit)
         for line in report.lines:
             print(line)
-        return EXIT_OK if report.certified else EXIT_NOT_CERTIFIED
+        return report.exit_code
 
 
 class Evaluate(Command):
@@ -414,7 +501,235 @@ class TatpReport(Command):
         return EXIT_OK
 
 
-COMMANDS = [Validate(), Solve(), Compare(), Certify(), Evaluate(), Show(), ImportQaplib(), TatpReport()]
+class WorkloadTable(Command):
+    name = "workload"
+    help = "the per-operator cost table of a scenario's layout: per operator, per layer and per stage"
+
+    def add_arguments(self, p):
+        p.add_argument("scenario", metavar="SCENARIO", help="problem: plan (its parallel: is the default layout)")
+        for flag in ("tp", "pp", "dp"):
+            p.add_argument(f"--{flag}", type=int, metavar=flag[0].upper(), help=f"{flag} degree")
+        p.add_argument("--micro-batch", type=int, metavar="B", help="sequences per micro-batch")
+        p.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism")
+        p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+        p.add_argument("--tp-scheme", choices=("megatron", "tatp"), default="megatron")
+        p.add_argument("--json", action="store_true")
+
+    def run(self, args):
+        from dataclasses import replace
+
+        from wafopt.workload.model import parse_training
+        from wafopt.workload.report import render_report, workload_report
+
+        loaded = _load(args.scenario)
+        if loaded.problem != "plan":
+            raise InstanceError(f"needs a scenario (problem: plan), got problem: {loaded.problem}", args.scenario)
+        sc = loaded.instance
+        training = sc.training
+        if args.micro_batch is not None or args.sequence_parallel:
+            b = args.micro_batch if args.micro_batch is not None else training.micro_batch
+            if b <= 0:
+                raise InstanceError(f"must be a positive integer, got {b}", "--micro-batch")
+            training = replace(training, micro_batch=b, sequence_parallel=training.sequence_parallel
+                               or args.sequence_parallel)
+            parse_training({"seq": training.seq, "micro_batch": b, "global_batch": training.global_batch},
+                           "--micro-batch")   # the same batch checks as a scenario file
+        given = sc.parallel
+        layout = {k: getattr(args, k) or (getattr(given, k) if given else 1) for k in ("tp", "pp", "dp")}
+        for k, v in layout.items():
+            if v <= 0:
+                raise InstanceError(f"must be a positive integer, got {v}", f"--{k}")
+        rep = workload_report(sc.llm, training, sc.wafer, layout["tp"], layout["pp"], layout["dp"],
+                              args.recompute, args.tp_scheme)
+        print(json.dumps(rep, indent=1) if args.json else render_report(rep))
+        return EXIT_OK
+
+
+class Explore(Command):
+    name = "explore"
+    help = "design-space exploration: which wafer to build, with pruning that keeps the optimum"
+
+    def add_arguments(self, p):
+        p.add_argument("space", metavar="SPACE")
+        p.add_argument("--exhaustive", action="store_true", help="simulate every design that survives enumeration")
+        p.add_argument("--store", metavar="PATH", help="SQLite store of evaluations (resume, and no repeated work)")
+        p.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="Dask local cluster workers (default: one per core; 0 runs in this process)")
+        p.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask scheduler to run on")
+        p.add_argument("--budget", type=float, default=20.0, metavar="S", help="planner seconds per F2 evaluation")
+        p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds for the whole exploration")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--epsilon", type=float, default=None, help="model error to prune with (default: calibrated)")
+        p.add_argument("--plot", metavar="DIR", help="write funnel.png, pareto.png and s-curve.png here")
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--quiet", action="store_true")
+
+    def run(self, args):
+        import os
+
+        from wafopt.explore.report import plot, render
+        from wafopt.explore.run import explore
+        from wafopt.explore.space import load_space
+        from wafopt.explore.store import Store
+
+        loaded = load_space(args.space)
+        for name in ("budget", "time_limit", "epsilon"):
+            v = getattr(args, name)
+            if v is not None and not (math.isfinite(v) and (v > 0 or (name == "epsilon" and 0 <= v < 1))):
+                raise InstanceError(f"out of range: {v}", "--" + name.replace("_", "-"))
+        workers = (os.cpu_count() or 1) if args.workers is None else args.workers
+        if workers < 0:
+            raise InstanceError(f"must be >= 0, got {workers}", "--workers")
+        out = explore(loaded, exhaustive=args.exhaustive, epsilon=args.epsilon,
+                      store=Store(args.store) if args.store else None, budget_s=args.budget, seed=args.seed,
+                      workers=workers, scheduler=args.scheduler, time_limit=args.time_limit,
+                      progress=None if args.quiet else _explore_progress())
+        if args.plot:
+            for path in plot(out, args.plot):
+                _stderr(f"wrote {path}")
+        print(json.dumps(out, indent=1) if args.json else render(out))
+        return EXIT_OK
+
+
+def _explore_progress():
+    """One line per fidelity level as it advances: evaluated, pruned, remaining, best so far."""
+    def report(level: str, info: dict) -> None:
+        if level == "enumerate":
+            _stderr("enumerated: " + ", ".join(f"{k} {v}" for k, v in info["counts"].items()))
+        else:
+            best = f", best {info['best']} at {info['best_value']:.4g}" if info.get("best") else ""
+            _stderr(f"{level}: evaluated {info['evaluated']}, remaining {info['remaining']}{best}")
+    return report
+
+
+class Export(Command):
+    name = "export"
+    help = "write an exact model for another solver: the MILP as MPS or LP, the CP-SAT model as its proto"
+
+    FORMATS = {"milp": ("mps", "lp"), "cpsat": ("pb",)}
+
+    def add_arguments(self, p):
+        p.add_argument("instance", metavar="INSTANCE")
+        p.add_argument("--model", required=True, choices=sorted(self.FORMATS), help="which exact model")
+        p.add_argument("--format", choices=["mps", "lp", "pb"], help="mps or lp for milp (default mps), "
+                       "pb for cpsat (CP-SAT's CpModelProto, binary)")
+        p.add_argument("--problem", help="export this sub-problem of a scenario instance")
+        p.add_argument("--out", metavar="FILE", help="default: <instance-stem>.<model>.<format> here; further "
+                       "models of the same instance (other tile shapes, a second phase) go beside it as "
+                       "<stem>.2.<format>, ...")
+
+    def run(self, args):
+        from wafopt.core.budget import SolveOptions
+        from wafopt.core.registry import method_function
+        from wafopt.solvers.backends import ModelExport
+
+        fmt = args.format or self.FORMATS[args.model][0]
+        if fmt not in self.FORMATS[args.model]:
+            raise InstanceError(f"{args.model} is written as {' or '.join(self.FORMATS[args.model])}, not {fmt}",
+                                "--format")
+        loaded = _load(args.instance, args.problem)
+        if args.model not in loaded.methods:
+            raise InstanceError(f"problem {loaded.problem} has no {args.model} model", "--model")
+        out = args.out or f"{Path(args.instance).stem}.{args.model}.{fmt}"
+        export = ModelExport(out, fmt)
+        method_function(loaded.problem, args.model)(loaded.instance, SolveOptions(quiet=True, export=export).start())
+        if not export.written:
+            raise InstanceError(f"the {args.model} method solved this instance without building a model "
+                                f"(a heuristic start already meets its bound)", args.instance)
+        for path in export.written:
+            print(f"wrote {path}")
+        return EXIT_OK
+
+
+class Schema(Command):
+    name = "schema"
+    help = "print the JSON Schema of a problem's instance files"
+
+    def add_arguments(self, p):
+        from wafopt.core.registry import PROBLEMS
+
+        p.add_argument("problem", metavar="PROBLEM", choices=list(PROBLEMS), help=", ".join(PROBLEMS))
+
+    def run(self, args):
+        from wafopt.core.schema import json_schema
+        from wafopt.problems import document_schema
+
+        document = document_schema(args.problem)
+        if document is None:
+            raise InstanceError("publishes no schema", args.problem)
+        print(json.dumps(json_schema(document), indent=1))
+        return EXIT_OK
+
+
+class Simulate(Command):
+    name = "simulate"
+    help = "discrete-event simulation of one training iteration of a plan solution (1F1B, link sharing, DRAM)"
+
+    def add_arguments(self, p):
+        p.add_argument("solution", metavar="SOLUTION.json", help="a solution of a plan scenario")
+        p.add_argument("--instance", metavar="SCENARIO.yaml", help="the scenario (default: the one the solution names)")
+        p.add_argument("--no-contention", action="store_true",
+                       help="every communication takes its analytic duration (the analytic longest path)")
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--plot", metavar="PNG", help="write a Gantt chart and a memory timeline")
+
+    def run(self, args):
+        from wafopt.simulate.engine import MemoryOverflow
+        from wafopt.simulate.report import plot, render_text, simulate_solution
+
+        try:
+            sim, evaluation = simulate_solution(args.solution, args.instance, not args.no_contention,
+                                                timeline=bool(args.plot))
+        except MemoryOverflow as exc:
+            _stderr(f"wafopt: error: DRAM overflow: {exc}")
+            return EXIT_INFEASIBLE
+        if args.plot:
+            plot(sim, args.plot)
+            _stderr(f"wrote {args.plot}")
+        if args.json:
+            print(json.dumps({**sim.to_dict(), "analytic_iteration_s": evaluation.objective}, indent=1))
+        else:
+            print(render_text(sim, evaluation.objective))
+        return EXIT_OK
+
+
+class Calibrate(Command):
+    name = "calibrate"
+    help = "analytic plan model against the simulator on shipped and random plans: the error table and epsilon"
+
+    def add_arguments(self, p):
+        p.add_argument("--plans", type=int, default=50, metavar="N", help="random feasible plans (default 50)")
+        p.add_argument("--seed", type=int, default=0, help="seed of the random plans (default 0)")
+        p.add_argument("--out", default="docs/calibration.md", metavar="MD", help="the error table (markdown)")
+        p.add_argument("--quiet", action="store_true")
+
+    def run(self, args):
+        from wafopt.simulate.calibrate import calibrate, render_markdown, write_calibration
+        from wafopt.simulate.report import plan_producer
+
+        if not 0 <= args.plans <= 10_000:
+            raise InstanceError(f"must be in 0..10000, got {args.plans}", "--plans")
+        if not 0 <= args.seed < 2 ** 32:
+            raise InstanceError(f"must be in 0..2^32-1, got {args.seed}", "--seed")
+
+        def progress(row):
+            if not args.quiet:
+                _stderr(f"{row.label}: analytic {row.analytic_s:.6g} s, simulated {row.simulated_s:.6g} s "
+                        f"({100 * row.time_error:+.3f} %)")
+
+        result = calibrate(args.plans, args.seed, plan_producer(), progress)
+        command = f"wafopt calibrate --plans {args.plans} --seed {args.seed}"
+        Path(args.out).write_text(render_markdown(result, command))
+        _stderr(f"wrote {args.out} and {write_calibration(result)}")
+        t, m = result["iteration_time"], result["peak_memory"]
+        print(f"iteration time: median {_pct(t['median'])}, p95 {_pct(t['p95'])}, max {_pct(t['max'])} (epsilon)")
+        print(f"peak memory:    median {_pct(m['median'])}, p95 {_pct(m['p95'])}, max {_pct(m['max'])}")
+        return EXIT_OK
+
+
+COMMANDS = [Validate(), Solve(), Compare(), Ablation(), Certify(), Evaluate(), Show(), ImportQaplib(), TatpReport(), Export(),
+            WorkloadTable(), Explore(), Schema(),
+            Simulate(), Calibrate()]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,13 +26,14 @@ from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
 
 DEFAULT_BUDGET_S = 30.0  # gcmr's own budget without --time-limit
 RECOMPUTE_SHARE = 0.6    # of the budget, for the recompute MILP; Mem_pair gets the rest
+DP_BUDGET_S = 0.8        # the GCMR DP that starts the recompute MILP (less when less is left)
 
 
 def placement_of(scenario, options: SolveOptions) -> dict:
     """The warm start's placement, else the canonical serpentine one."""
     ws = options.warm_start
     if ws and ws.get("pipelines"):
-        return {k: ws[k] for k in ("tp", "pp", "dp", "tile", "pipelines") if k in ws}
+        return {k: ws[k] for k in ("tp", "pp", "dp", "tile", "pipelines", "tp_scheme", "routes") if k in ws}
     return default_placement(scenario)
 
 
@@ -40,38 +41,34 @@ def solve_recompute(kernel: RecomputeInstance, options: SolveOptions) -> tuple[d
     from wafopt.heuristics.recompute import dp_plan
     from wafopt.models.recompute import solve_milp
 
-    start = dp_plan(kernel)
+    start = dp_plan(kernel, budget_s=options.search_seconds(DP_BUDGET_S))
     if start is None:
         raise InstanceError(kernel.shortfall() or "no pooled recomputation fits the wafer DRAM")
+    if options.stopped():   # Ctrl-C or no time left: the DP's plan, no model built
+        return start, "dp (stopped before the MILP)"
     res = solve_milp(kernel, replace(options, warm_start=start))
     if res.plan is not None:
         return res.plan, f"milp {res.status}"
     return start, "dp"
 
 
-
-
-
-
-
-
 def solve_offload(inst: MemPairInstance, options: SolveOptions) -> tuple[list[dict], str]:
     """Offload records {sender, helper, bytes}: each sender moves exactly its overflow."""
     from wafopt.heuristics.mem_pair import greedy_chunks
-    from wafopt.models.mem_pair import chunks_of, solve_milp
+    from wafopt.models.mem_pair import solve_milp
+    from wafopt.problems.mem_pair.plans import chunks_of
 
     if not inst.senders:
         return [], "no senders"
     why = inst.infeasibility()
     if why:
         raise InstanceError(f"Mem_pair: {why}")
-    res = solve_milp(inst, options)
-    how = f"milp {res.status}"
-    chunks = chunks_of(inst, res.plan) if res.plan is not None else greedy_chunks(inst)
+    res = None if options.stopped() else solve_milp(inst, options)   # stopped: Alg. 3 alone
+    plan = res.plan if res is not None else None
+    chunks = chunks_of(inst, plan) if plan is not None else greedy_chunks(inst)
     if chunks is None:
         raise InstanceError("Mem_pair: no allocation found")
-    if res.plan is None:
-        how = "greedy"
+    how = f"milp {res.status}" if plan is not None else "greedy"
     out = []
     left = [s.overflow for s in inst.senders]
     for (s, h), c in sorted(chunks.items(), key=lambda kv: (kv[0][0], inst.hops[kv[0][0]][kv[0][1]])):

@@ -8,11 +8,12 @@ with the one rule of wafopt.core.numeric.
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 from dataclasses import replace
 
-from wafopt.core.budget import SolveOptions, progress_line
+from wafopt.core.budget import SolveOptions, Stopped, progress_line, stop_abandonable_step
 from wafopt.core.numeric import relative_gap, settle_status
 from wafopt.core.registry import method_function
 from wafopt.core.result import Bound, MethodResult
@@ -34,6 +35,8 @@ def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
     except KeyboardInterrupt:
         options.interrupted = True
         result = _incumbent_result(options)
+    except Stopped:  # an abandonable step the method did not catch itself
+        result = _incumbent_result(options)
     finally:
         stop.set()
     if options.interrupted and result.plan is None and options.budget_.incumbent is not None:
@@ -54,23 +57,52 @@ def _incumbent_result(options: SolveOptions) -> MethodResult:
 
 class _interrupts:
     """While a method runs, the first SIGINT sets the shared interrupt event (methods stop and
-    return their best plan); a second one raises KeyboardInterrupt at once."""
+    return their best plan); a second one raises KeyboardInterrupt at once.
+
+    Python runs signal handlers only between bytecodes of the main thread, which a solver may keep
+    in C++ for seconds; so the signal also wakes a watcher thread (signal.set_wakeup_fd) that sets
+    the event at once, and the solver helpers stop their solver from it."""
 
     def __init__(self, options: SolveOptions):
         self.options = options
         self.previous = None
+        self.signals = 0
+        self.wakeup = None   # (reader, writer, previous wakeup descriptor)
 
     def _handler(self, signum, frame):
-        if self.options.interrupted:
+        self.signals += 1
+        if self.signals > 1:
             raise KeyboardInterrupt
         self.options.interrupted = True
+        stop_abandonable_step(frame)  # e.g. building a model: dropped now (core.budget)
+
+    def _watch(self, reader) -> None:
+        with reader:
+            while True:
+                try:
+                    received = reader.recv(64)
+                except OSError:
+                    return
+                if not received:  # the writer was closed: the run is over
+                    return
+                if signal.SIGINT in received:
+                    self.options.interrupted = True
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(signal.SIGINT, self._handler)
+            reader, writer = socket.socketpair()
+            writer.setblocking(False)
+            previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+            self.wakeup = (reader, writer, previous_fd)
+            threading.Thread(target=self._watch, args=(reader,), name="Ctrl-C watcher", daemon=True).start()
         return self
 
     def __exit__(self, *exc):
+        if self.wakeup is not None:
+            _, writer, previous_fd = self.wakeup
+            signal.set_wakeup_fd(previous_fd)
+            writer.close()
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
         return False

@@ -5,15 +5,19 @@ Every method is a function `solve(instance, options) -> MethodResult`. The budge
 deadline on the monotonic clock set once when the run starts, so a nested solve asks
 `options.remaining()` and never gets more than what is left of the whole run. An interrupt
 (Ctrl-C) sets one event shared by every nested solve; long loops poll `options.stopped()`, and
-solver helpers stop their solver from it (wafopt.solvers.backends).
+solver helpers stop their solver from it (wafopt.solvers.backends). A step worth nothing
+half-done (building a solver model) runs as `options.abandonable()`: Ctrl-C or the deadline
+raise Stopped inside it at once.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -30,6 +34,43 @@ def _open_progress_stream():
 
 
 PROGRESS_STREAM = _open_progress_stream()
+
+
+def never() -> bool:
+    """The stop test of a search that only its own deadline ends (search loops take `stop`, a
+    method passes `options.stopped` so Ctrl-C and the run's deadline end them too)."""
+    return False
+
+
+class Stopped(BaseException):
+    """Raised inside `options.abandonable()` when Ctrl-C or the deadline comes. A BaseException,
+    like KeyboardInterrupt, so that no `except Exception` of library code swallows it."""
+
+
+_abandonable_steps = 0   # abandonable steps running on the main thread (the only one signals reach)
+
+
+def in_abandonable_step() -> bool:
+    """Whether the main thread runs an abandonable step (the run's Ctrl-C handler asks)."""
+    return _abandonable_steps > 0
+
+
+def stop_abandonable_step(frame) -> None:
+    """From a signal handler: raise Stopped in the abandonable step the main thread runs (`frame`
+    is where the handler interrupted it), unless it is importing a module, which a half-run import
+    would leave broken for the rest of the process: then try again shortly."""
+    if not in_abandonable_step():
+        return
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
+        frame = frame.f_back
+    raise Stopped
+
+
+def _deadline_passed(signum, frame):
+    stop_abandonable_step(frame)
 
 
 def progress_line(text: str) -> None:
@@ -67,6 +108,10 @@ class SolveOptions:
     quiet: bool = False               # no progress output on stderr
     verbose: bool = False             # solver logs on stderr
     warm_start: dict | None = None    # a plan to start from (data, never a method's state)
+    workers: int = 1                  # local processes a method may spread independent work over
+    scheduler: str | None = None      # address of an existing Dask cluster to use instead
+    solver: str = "highs"             # MILP solver of the pyomo models (any name pyomo's SolverFactory knows)
+    export: Any = None                # wafopt.solvers.backends.ModelExport: write each model, do not solve
     budget_: Budget | None = field(default=None, repr=False)
     _last_log: float = 0.0
 
@@ -98,6 +143,34 @@ class SolveOptions:
         """Seconds left of the run's budget (None without a time limit). `started` is accepted for
         old call sites and ignored: the deadline is absolute."""
         return self.budget_.remaining()
+
+    @contextmanager
+    def abandonable(self):
+        """A step that is dropped part-way when the run stops (building a solver model): on the
+        main thread, Ctrl-C (through the run's handler) and the deadline (a SIGALRM timer armed for
+        the step) raise Stopped inside it; the caller catches Stopped and goes on without the step.
+        Elsewhere the step just runs. Raises Stopped at once when the run is already stopped."""
+        global _abandonable_steps
+        if self.stopped():
+            raise Stopped
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        left = self.remaining()
+        entered = time.monotonic()
+        previous_handler = signal.signal(signal.SIGALRM, _deadline_passed)
+        previous_alarm, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+        delays = [d for d in (left, previous_alarm) if d]   # None: no deadline; 0: no timer
+        signal.setitimer(signal.ITIMER_REAL, max(1e-3, min(delays)) if delays else 0)
+        _abandonable_steps += 1
+        try:
+            yield
+        finally:
+            _abandonable_steps -= 1
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous_handler)
+            if previous_alarm:  # an enclosing step's (or another user's) timer goes on
+                signal.setitimer(signal.ITIMER_REAL, max(1e-3, previous_alarm - (time.monotonic() - entered)))
 
     def search_seconds(self, default: float = HEURISTIC_BUDGET_S) -> float:
         """Seconds a searching heuristic may take: what is left of the limit, else `default`."""

@@ -1,11 +1,14 @@
 """The one error type for bad input, and the CLI exit codes."""
 
+from wafopt.core.limits import MAX_MESSAGE_CHARS
+
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_INVALID = 2
 EXIT_NO_PLAN = 3       # no feasible plan exists, or none was found within the budget
 EXIT_INFEASIBLE = EXIT_NO_PLAN  # `evaluate`: the plan is infeasible
-EXIT_NOT_CERTIFIED = 4
+EXIT_NOT_CERTIFIED = 4   # certify: a bound or status is claimed (solver proof) but not independently certified
+EXIT_CERTIFY_INVALID = 5  # certify: the solution is invalid (infeasible plan, forged objective or bound, NaN)
 EXIT_INTERRUPTED = 130  # Ctrl-C: the best plan so far is still written
 
 
@@ -17,4 +20,14 @@ class InstanceError(ValueError):
 
     def __init__(self, message: str, where: str | None = None):
         self.where = where
-        super().__init__(f"{where}: {message}" if where else message)
+        super().__init__(one_short_line(f"{where}: {message}" if where else message))
+
+
+def one_short_line(text: str) -> str:
+    """Untrusted text in a message: newlines escaped, cut at MAX_MESSAGE_CHARS."""
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS - 3] + "..."
+
+
+class CertificateError(ValueError):
+    """A bound's certificate does not prove it: `certify` reports the solution invalid."""

@@ -1,4 +1,10 @@
-"""Reading mappings from instance files with precise errors (field path and value)."""
+"""Reading mappings from instance files with precise errors (field path and value).
+
+The problems' constructors read their already validated documents (wafopt.core.schema) with it,
+and the catalog and the cost model read wafer, LLM and training mappings with it: presets merge
+with overrides there and those fields are defined in one place, next to the code that uses them.
+Every number it accepts is finite and bounded (wafopt.core.limits), like the schemas'.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import math
 from typing import Any
 
 from wafopt.core.errors import InstanceError
+from wafopt.core.files import excerpt, field_path
+from wafopt.core.limits import MAX_AMOUNT, MAX_COUNT
 
 _REQUIRED = object()
 
@@ -19,7 +27,7 @@ class Fields:
 
     def __init__(self, data: Any, where: str):
         if not isinstance(data, dict):
-            raise InstanceError(f"expected a mapping, got {type(data).__name__} {data!r:.60}", where)
+            raise InstanceError(f"expected a mapping, got {type(data).__name__} {excerpt(data)}", where)
         self.data = data
         self.where = where
         self.taken: set[str] = set()
@@ -39,51 +47,60 @@ class Fields:
         return self.data[key]
 
     def number(self, key: str, default: Any = _REQUIRED, *, positive: bool = False,
-               nonnegative: bool = False) -> float:
+               nonnegative: bool = False, minimum: float | None = None,
+               maximum: float = MAX_AMOUNT) -> float:
+        """A finite number with |value| <= maximum (and >= minimum)."""
         value = self.raw(key, default)
         if value is default and default is not _REQUIRED:
             return value
         if not _is_number(value):
-            raise InstanceError(f"must be a number, got {value!r}", self.path(key))
+            raise InstanceError(f"must be a finite number, got {excerpt(value)}", self.path(key))
         if positive and not value > 0:
             raise InstanceError(f"must be positive, got {value!r}", self.path(key))
         if nonnegative and value < 0:
             raise InstanceError(f"must be >= 0, got {value!r}", self.path(key))
+        if minimum is not None and value < minimum:
+            raise InstanceError(f"must be >= {minimum:g} (limit), got {value!r}", self.path(key))
+        if abs(value) > maximum:
+            raise InstanceError(f"must be <= {maximum:g} (limit), got {value!r}", self.path(key))
         return float(value)
 
     def integer(self, key: str, default: Any = _REQUIRED, *, positive: bool = False,
-                nonnegative: bool = False) -> int:
+                nonnegative: bool = False, maximum: int = MAX_COUNT) -> int:
+        """An integer (or an integral float) with |value| <= maximum."""
         value = self.raw(key, default)
         if value is default and default is not _REQUIRED:
             return value
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise InstanceError(f"must be an integer, got {value!r}", self.path(key))
+            raise InstanceError(f"must be an integer, got {excerpt(value)}", self.path(key))
         if positive and value <= 0:
             raise InstanceError(f"must be a positive integer, got {value!r}", self.path(key))
         if nonnegative and value < 0:
             raise InstanceError(f"must be >= 0, got {value!r}", self.path(key))
+        if abs(value) > maximum:
+            raise InstanceError(f"must be <= {maximum:,} (limit), got {excerpt(value)}", self.path(key))
         return value
 
     def boolean(self, key: str, default: Any = _REQUIRED) -> bool:
         value = self.raw(key, default)
         if not isinstance(value, bool):
-            raise InstanceError(f"must be true or false, got {value!r}", self.path(key))
+            raise InstanceError(f"must be true or false, got {excerpt(value)}", self.path(key))
         return value
 
     def string(self, key: str, default: Any = _REQUIRED, *, choices: tuple[str, ...] | None = None) -> str:
         value = self.raw(key, default)
         if not isinstance(value, str):
-            raise InstanceError(f"must be a string, got {value!r}", self.path(key))
+            raise InstanceError(f"must be a string, got {excerpt(value)}", self.path(key))
         if choices is not None and value not in choices:
-            raise InstanceError(f"must be one of {', '.join(choices)}; got {value!r}", self.path(key))
+            raise InstanceError(f"must be one of {', '.join(choices)}; got {excerpt(value)}", self.path(key))
         return value
 
     def list(self, key: str, default: Any = _REQUIRED) -> list:
         value = self.raw(key, default)
         if not isinstance(value, list):
-            raise InstanceError(f"must be a list, got {value!r:.60}", self.path(key))
+            raise InstanceError(f"must be a list, got {excerpt(value)}", self.path(key))
         return value
 
     def mapping(self, key: str, default: Any = _REQUIRED) -> "Fields":
@@ -93,5 +110,5 @@ class Fields:
         unknown = [k for k in self.data if k not in self.taken]
         if unknown:
             allowed = ", ".join(sorted(self.taken))
-            raise InstanceError(f"unknown key {unknown[0]!r} (allowed: {allowed})",
-                                self.path(str(unknown[0])))
+            raise InstanceError(f"unknown key {excerpt(unknown[0])} (allowed: {allowed})",
+                                self.path(field_path([str(unknown[0])])))

@@ -49,15 +49,21 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
     return (objective - bound) / abs(objective)
 
 
-def integral_bound(bound: float) -> float:
-    """A proven bound on an integer-valued objective, rounded up: ceil of the bound less the
-    tolerance, so solver noise (577.9999999) gives 578 and never 579."""
-    return float(math.ceil(bound - tolerance(bound)))
+def integral_bound(bound: float, scale: int | Fraction = 1) -> float:
+    """A proven bound on an objective whose values are whole multiples of 1/scale (integers by
+    default), rounded up to that grid: the nearest grid point when the bound agrees with it under
+    the rule (solver noise: 577.9999999 and 578.0000001 give 578), else the next one up (577.01
+    gives 578). Never weaker than the noise: 18574776 stays 18574776."""
+    units = bound * scale
+    nearest = round(units)
+    return float(Fraction(nearest if close(units, nearest) else math.ceil(units)) / scale)
 
 
 def integral_floor(value: float) -> int:
-    """Floor of a value that should be integral, under the same rule."""
-    return int(math.floor(value + tolerance(value)))
+    """Floor of a value that should be integral, under the same rule: the nearest integer when
+    the value agrees with it, else the next one down."""
+    nearest = round(value)
+    return int(nearest if close(value, nearest) else math.floor(value))
 
 
 # ---- status -------------------------------------------------------------------------------
@@ -102,7 +108,7 @@ def exact(value) -> Fraction:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"not a finite number: {value}")
-        return Fraction(Decimal(repr(value)))
+        return Fraction(Decimal(repr(float(value))))   # float(): numpy floats repr as np.float64(...)
     try:
         return Fraction(Decimal(str(value)))
     except (InvalidOperation, ValueError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -42,9 +43,14 @@ class Solution:
     def write(self, path: str | Path) -> Path:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(p.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(p)  # atomic: an interrupted write never leaves half a file
+        text = json.dumps(self.to_dict(), indent=1) + "\n"   # fails before any file exists
+        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(text)
+            tmp.replace(p)  # atomic: an interrupted write never leaves half a file
+        except BaseException:  # a full disk, Ctrl-C: no stray temporary file either
+            tmp.unlink(missing_ok=True)
+            raise
         return p
 
 
@@ -61,28 +67,50 @@ def _clean(value):
     return value
 
 
+# type of every field a solution file may hold: (allowed types, may be null)
+_NUMBER = (int, float)
+_FIELD_TYPES = {
+    "problem": (str, False), "instance": (str, True), "instance_sha256": (str, True), "method": (str, False),
+    "solver": (str, False), "status": (str, False), "objective": (_NUMBER, True), "bound": (_NUMBER, True),
+    "gap": (_NUMBER, True), "time_s": (_NUMBER, False), "seed": (int, False), "plan": (dict, True),
+    "evaluation": (dict, False), "message": (str, False), "time_limit": (_NUMBER, True),
+    "derived_from": (str, True), "known_optimum": (_NUMBER, True), "bound_provenance": (str, False),
+    "bound_kind": (str, False), "certificate": (dict, True), "wafopt_version": (str, False), "stats": (dict, False),
+}
+_TYPE_NAMES = {str: "a string", dict: "a mapping", int: "an integer", _NUMBER: "a number"}
+
+
 def read_solution(path: str | Path) -> Solution:
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InstanceError("no such file", str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InstanceError(f"not a solution JSON file: {exc.msg} at line {exc.lineno}", str(path)) from None
+    """A solution file, read as untrusted input: the reader's limits (no NaN or infinity anywhere,
+    wafopt.core.files), then the type of every field; InstanceError naming the field otherwise."""
+    from wafopt.core.files import parse_text, read_bytes
+    from wafopt.core.result import PROVENANCES, STATUSES
+
+    where = str(path)
+    data = parse_text(read_bytes(path), "json", where)
     if not isinstance(data, dict):
-        raise InstanceError("not a solution JSON file (expected a mapping)", str(path))
-    known = {f for f in Solution.__dataclass_fields__}
+        raise InstanceError("not a solution JSON file (expected a mapping)", where)
     missing = [k for k in ("problem", "plan") if k not in data]
     if missing:
-        raise InstanceError(f"not a solution file: missing {', '.join(missing)}", str(path))
-    for key in ("objective", "bound", "gap"):
+        raise InstanceError(f"not a solution file: missing {', '.join(missing)}", where)
+    for key, (kinds, nullable) in _FIELD_TYPES.items():
         value = data.get(key)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
-            raise InstanceError(f"{key} must be a number or null, got {value!r}", str(path))
-    if data["plan"] is not None and not isinstance(data["plan"], dict):
-        raise InstanceError(f"plan must be a mapping or null, got {type(data['plan']).__name__}", str(path))
+        if value is None and (nullable or key not in data):
+            continue
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            what = _TYPE_NAMES[kinds] + (" or null" if nullable else "")
+            raise InstanceError(f"{key} must be {what}, got {value!r:.60}", where)
+    if data.get("status", "unknown") not in STATUSES:
+        raise InstanceError(f"status must be one of {', '.join(STATUSES)}, got {data['status']!r:.60}", where)
+    provenance = data.get("bound_provenance", "none")
+    if provenance not in (*PROVENANCES, "none"):
+        raise InstanceError(f"bound_provenance must be one of {', '.join(PROVENANCES)}, none; got "
+                            f"{provenance!r:.60}", where)
+    known = {f for f in Solution.__dataclass_fields__}
     defaults = {"instance": None, "instance_sha256": None, "method": "", "solver": "", "status": "unknown",
                 "objective": None, "bound": None, "gap": None, "time_s": 0.0, "seed": 0, "evaluation": {}}
-    return Solution(**{**defaults, **{k: v for k, v in data.items() if k in known}})
+    given = {k: v for k, v in data.items() if k in known and (v is not None or _FIELD_TYPES[k][1])}
+    return Solution(**{**defaults, **given})
 
 
 def is_solution_file(path: str | Path) -> bool:

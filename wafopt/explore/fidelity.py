@@ -63,6 +63,58 @@ def scenario_for(design: dict, workload: dict):
     return parse_instance(data, f"{design['id']}/{workload['name']}").instance
 
 
+FAST_SHARE = 0.1  # F1: the planner on this share of the F2 budget (at most FAST_MAX_S): its first plans
+FAST_MAX_S = 2.0
+
+
+def _result(feasible: bool, bound=None, value=None, plan=None, note: str = "") -> dict:
+    return {"feasible": feasible, "bound": bound, "value": value, "plan": plan, "note": note}
+
+
+def _plan(scenario, seconds: float, seed: int, ga: bool = True) -> dict:
+    """The joint planner on the scenario: (analytic value, certified bound, plan)."""
+    from wafopt.compose.planner import solve_planner
+    from wafopt.core.budget import SolveOptions
+    from wafopt.problems import evaluate as evaluate_plan
+
+    options = SolveOptions(time_limit=seconds, seed=seed, quiet=True).start()
+    result = solve_planner(scenario, options)
+    bound = result.bound.value if result.bound is not None else None
+    if result.plan is None:
+        return _result(bound is not None, bound, None, None, result.message[:200])
+    ev = evaluate_plan("plan", scenario, result.plan)
+    if not ev.feasible:
+        return _result(bound is not None, bound, None, None, "; ".join(ev.violations[:2])[:200])
+    return _result(True, bound, ev.objective, result.plan)
+
+
 def evaluate(task: dict) -> dict:
-    """One rung of the ladder for one design and workload."""
-    raise NotImplementedError("wired to the planner and the simulator")
+    """One rung of the ladder for one design and workload (a pure function of the task)."""
+    from wafopt.core.errors import InstanceError as BadInput
+
+    fidelity, design, workload = task["fidelity"], task["design"], task["workload"]
+    try:
+        scenario = scenario_for(design, workload)
+    except BadInput as exc:  # the model cannot fit this wafer even in pooled memory
+        return _result(False, note=str(exc)[:200])
+    if fidelity == "F0":
+        from wafopt.problems.plan.layout_bound import plan_bound, space_bounds
+
+        best = plan_bound(space_bounds(scenario))
+        if best is None:
+            return _result(False, note="no layout fits this wafer")
+        return _result(True, best.value)
+    if fidelity == "F1":
+        return _plan(scenario, min(FAST_MAX_S, FAST_SHARE * task["budget"]), task["seed"])
+    if fidelity == "F2":
+        return _plan(scenario, task["budget"], task["seed"])
+    if fidelity == "F3":
+        from wafopt.problems.plan.tasks import plan_tasks
+        from wafopt.simulate.engine import MemoryOverflow, simulate
+
+        try:
+            sim = simulate(plan_tasks(scenario, task["plan"]))
+        except MemoryOverflow as exc:
+            return _result(False, note=f"simulated memory overflow: {exc}"[:200])
+        return _result(True, None, sim.iteration_s)
+    raise ValueError(f"unknown fidelity {fidelity!r}")

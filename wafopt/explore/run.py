@@ -172,24 +172,31 @@ class Explorer:
         live.sort(key=lambda s: (self.lower(s), s.design.id))
         self.progress("F0", {"evaluated": len(states), "remaining": len(live)})
 
-        # F1: a fast feasible plan for every design still in: an upper bound to prune against
-        pairs = [(s, w, None) for s in live for w in self.workloads]
-        for (s, w, _), r in zip(pairs, self._run("F1", pairs)):
-            if r["feasible"]:
-                s.upper[w.name] = r["value"]
+        # F1: fast feasible plans, in order of bound, until the guaranteed value of the best one
+        # (1 + eps) x its analytic value) is below (1 - eps) x every remaining bound
+        eps = self.epsilon
+        ceiling = math.inf
+        candidates, queue = [], list(live)
+        while queue:
+            if not exhaustive and (1 - eps) * self.lower(queue[0]) > ceiling:
+                for s in queue:
+                    s.status, s.why = "pruned", "F1: its bound is above the guaranteed value of another design"
+                break
+            batch, queue = queue[:BATCH], queue[BATCH:]
+            pairs = [(s, w, None) for s in batch for w in self.workloads]
+            for (s, w, _), r in zip(pairs, self._run("F1", pairs)):
+                if r["feasible"] and r["value"] is not None:
+                    s.upper[w.name] = r["value"]
                 if r.get("bound") is not None:
                     s.bound[w.name] = max(s.bound[w.name], r["bound"])
-            s.fidelity = "F1"
-        eps = self.epsilon
-        uppers = [c for c in (self.objective.cost(s.design, s.upper) for s in live) if c is not None]
-        ceiling = (1 + eps) * min(uppers) if uppers else math.inf
-        candidates = []
-        for s in live:
-            if not exhaustive and (1 - eps) * self.lower(s) > ceiling:
-                s.status, s.why = "pruned", "F1: its bound is above a guaranteed value of another design"
-            else:
+                s.fidelity = "F1"
+            for s in batch:
+                cost = self.objective.cost(s.design, s.upper)
+                if cost is not None:
+                    ceiling = min(ceiling, (1 + eps) * cost)
                 candidates.append(s)
-        self.progress("F1", {"evaluated": len(live), "remaining": len(candidates)})
+            self.progress("F1", {"evaluated": len(candidates), "remaining": len(queue)})
+        candidates.sort(key=lambda s: (self.lower(s), s.design.id))
 
         # F2 + F3 in order of bound, until no remaining design can beat the best simulated one
         best: DesignState | None = None
@@ -214,7 +221,7 @@ class Explorer:
                 batch = keep
             pairs = [(s, w, None) for s in batch for w in self.workloads]
             for (s, w, _), r in zip(pairs, self._run("F2", pairs)):
-                if r["feasible"]:
+                if r["feasible"] and r["value"] is not None:
                     s.upper[w.name] = min(s.upper.get(w.name, math.inf), r["value"])
                     s.plans[w.name] = r["plan"]
                 if r.get("bound") is not None:

@@ -20,6 +20,7 @@ import yaml
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
+from wafopt.core.limits import MAX_AMOUNT, MAX_LAYERS, MIN_RATE
 from wafopt.hardware.mesh import Die, Mesh
 
 GB = 1e9          # bytes
@@ -182,6 +183,7 @@ class Wafer:
     faulty_dies: frozenset[Die] = field(default_factory=frozenset)
     faulty_links: frozenset[frozenset[Die]] = field(default_factory=frozenset)
     source: str = ""
+    compute_efficiency: float = 1.0   # share of die_flops a kernel reaches (per-operator rooflines)
 
     @property
     def dies(self) -> int:
@@ -206,7 +208,7 @@ class Wafer:
                 "faulty_dies": sorted([list(d) for d in self.faulty_dies]),
                 "faulty_links": sorted([sorted([list(d) for d in link])
                                         for link in self.faulty_links]),
-                "source": self.source}
+                "source": self.source, "compute_efficiency": self.compute_efficiency}
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,7 +262,7 @@ def resolve_llm(spec: Any, where: str = "model") -> LLM:
     data, where = _merged_spec(spec, _load("llms.yaml"), where)
     f = Fields(data, where)
     name = f.string("name", "custom")
-    layers = f.integer("layers", positive=True)
+    layers = f.integer("layers", positive=True, maximum=MAX_LAYERS)
     hidden = f.integer("hidden", positive=True)
     heads = f.integer("heads", positive=True)
     kv_heads = f.integer("kv_heads", heads, positive=True)
@@ -302,15 +304,18 @@ def resolve_wafer(spec: Any, where: str = "wafer") -> Wafer:
     name = f.string("name", "custom")
     rows = f.integer("rows", positive=True)
     cols = f.integer("cols", positive=True)
-    die_tflops = f.number("die_tflops", positive=True)
-    dram_gb = f.number("dram_gb", positive=True)
-    dram_bw_tbps = f.number("dram_bw_tbps", positive=True)
-    link_bw_tbps = f.number("link_bw_tbps", positive=True)
+    die_tflops = f.number("die_tflops", minimum=MIN_RATE)
+    dram_gb = f.number("dram_gb", positive=True, maximum=MAX_AMOUNT / GB)
+    dram_bw_tbps = f.number("dram_bw_tbps", minimum=MIN_RATE)
+    link_bw_tbps = f.number("link_bw_tbps", minimum=MIN_RATE)
     link_latency_us = f.number("link_latency_us", DEFAULT_LINK_LATENCY_US, nonnegative=True)
     faulty_dies = f.list("faulty_dies", [])
     faulty_links = f.list("faulty_links", [])
     source = f.string("source", "user-defined")
+    compute_efficiency = f.number("compute_efficiency", 1.0, minimum=MIN_RATE)
     f.finish()
+    if compute_efficiency > 1:
+        raise InstanceError(f"must lie in (0, 1], got {compute_efficiency!r}", f.path("compute_efficiency"))
     # Mesh.build checks that faults lie inside the grid and faulty links join neighbours.
     mesh = Mesh.build(rows, cols, faulty_dies, faulty_links, link_bw_tbps * TB_PER_S,
                       link_latency_us * US, where)
@@ -319,4 +324,4 @@ def resolve_wafer(spec: Any, where: str = "wafer") -> Wafer:
                             f.path("faulty_dies"))
     return Wafer(name, rows, cols, die_tflops * TFLOPS, dram_gb * GB, dram_bw_tbps * TB_PER_S,
                  mesh.link_bandwidth, mesh.link_latency, mesh.faulty_dies, mesh.faulty_links,
-                 source)
+                 source, compute_efficiency)

@@ -14,6 +14,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from wafopt.core.errors import InstanceError
+from wafopt.core.limits import MAX_DIES, MAX_MESH_SIDE
 
 Die = tuple[int, int]
 Link = tuple[Die, Die]
@@ -46,6 +47,11 @@ class Mesh:
         for name, value in (("rows", rows), ("cols", cols)):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise InstanceError(f"must be a positive integer, got {value!r}", f"{where}.{name}")
+            if value > MAX_MESH_SIDE:
+                raise InstanceError(f"must be <= {MAX_MESH_SIDE} (limit), got {value!r}", f"{where}.{name}")
+        if rows * cols > MAX_DIES:
+            raise InstanceError(f"{rows} x {cols} = {rows * cols:,} dies, more than the limit of {MAX_DIES:,}",
+                                where)
         if not link_bandwidth > 0:
             raise InstanceError(f"must be positive, got {link_bandwidth!r}", f"{where}.link_bandwidth")
         if link_latency < 0:
@@ -157,6 +163,14 @@ class Mesh:
         if d == UNREACHABLE or not (self.is_healthy(a) and self.is_healthy(b)):
             raise InstanceError(f"dies {list(a)} and {list(b)} are not connected in the healthy mesh")
         return d
+
+    def ring_cost(self, ring: Sequence[Die]) -> int:
+        """Longest hop between cyclically consecutive dies of `ring` (0 for fewer than two): a TP
+        or TATP ring step lasts as long as its longest hop (TEMP Sec. V, WaferLLM Sec. 5.2)."""
+        n = len(ring)
+        if n < 2:
+            return 0
+        return max(self.distance(tuple(ring[k]), tuple(ring[(k + 1) % n])) for k in range(n))
 
     def is_connected(self) -> bool:
         dies = self.healthy_dies

@@ -22,6 +22,9 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     recompute = None if fits_plain else [s.full_recompute() for s in work.stages]
     best, best_time, tried = None, None, []
     for (h, w), plan in serpentine_plans(scenario):
+        if best is not None and options.stopped():  # Ctrl-C or the time limit: keep the best so far
+            tried.append(f"{h}x{w} and later shapes: not tried (stopped)")
+            break
         if plan is None:
             tried.append(f"{h}x{w}: fewer than pp*dp = {scenario.parallel.pp * scenario.parallel.dp} "
                          "aligned healthy tiles")

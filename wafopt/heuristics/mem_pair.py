@@ -11,6 +11,7 @@ there is none.
 from __future__ import annotations
 
 from wafopt.problems.mem_pair.instance import MemPairInstance
+from wafopt.problems.mem_pair.plans import plan_of
 from wafopt.core.result import MethodResult
 from wafopt.core.budget import SolveOptions
 
@@ -40,46 +41,7 @@ def greedy_chunks(inst: MemPairInstance) -> dict[tuple[int, int], int] | None:
     return chunks
 
 
-def flow_chunks(inst: MemPairInstance) -> dict[tuple[int, int], int] | None:
-    """The transportation optimum without K by min-cost flow (networkx network simplex), or None.
-
-    Its cost is a lower bound with K too (a relaxation); the exact models use it as warm start
-    when it respects K (it is then optimal) and as a valid cut on their objective.
-    """
-    import networkx as nx
-
-    g = nx.DiGraph()
-    for s, n in enumerate(inst.need):
-        g.add_node(("s", s), demand=-n)
-    for h, c in enumerate(inst.room):
-        g.add_node(("h", h), demand=0)
-        g.add_edge(("h", h), ("t", 0), capacity=c, weight=0)
-    g.add_node(("t", 0), demand=sum(inst.need))
-    for s in range(len(inst.senders)):
-        for h in range(len(inst.helpers)):
-            if inst.hops[s][h] is not None:
-                g.add_edge(("s", s), ("h", h), capacity=inst.need[s], weight=inst.hops[s][h])
-    try:
-        flow = nx.network_simplex(g)[1]
-    except nx.NetworkXUnfeasible:
-        return None
-    return {(node[1], head[1]): int(v) for node, out in flow.items() if node[0] == "s"
-            for head, v in out.items() if v > 0}
-
-
-def respects_k(inst: MemPairInstance, chunks: dict[tuple[int, int], int]) -> bool:
-    K = inst.max_helpers_per_sender
-    if K is None:
-        return True
-    partners = [0] * len(inst.senders)
-    for s, _ in chunks:
-        partners[s] += 1
-    return max(partners, default=0) <= K
-
-
 def solve_greedy(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.mem_pair import plan_of
-
     why = inst.infeasibility()
     if why:
         return MethodResult(None, "infeasible", None, "greedy", why)

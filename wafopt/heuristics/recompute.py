@@ -26,17 +26,17 @@ import time
 
 import numpy as np
 
+from wafopt.problems.recompute.evaluate import MEMORY_TOLERANCE
+from wafopt.problems.recompute.certificate import bound as relaxation_bound
 from wafopt.problems.recompute.instance import RecomputeInstance
-from wafopt.core.result import MethodResult
+from wafopt.problems.recompute.plans import plan_of
 from wafopt.core.budget import SolveOptions
+from wafopt.core.numeric import at_most, tolerance
+from wafopt.core.result import MethodResult
+from wafopt.workload.schedule import one_f_one_b
 
 MAX_UNITS = 2000         # coarse quanta of the pooled budget table (stage DP)
 MAX_STAGE_UNITS = 50000  # fine quanta of one stage's knapsack table
-TIME_EPS = 1e-12
-
-
-def plan_of(x) -> dict:
-    return {"x": [[int(v) for v in row] for row in x]}
 
 
 # --- discretization ---------------------------------------------------------------------------
@@ -44,23 +44,24 @@ def plan_of(x) -> dict:
 
 def quantize(inst: RecomputeInstance):
     """Fine quanta: (weights W[i][j], budget per stage, pooled budget, quantum q, exact?)."""
-    from wafopt.core.numeric import decimal_scale
+    from wafopt.core.numeric import decimal_scale, exact, scaled
 
     useful = [s.inflight * s.layers * sum(u.mem for u in inst.units) for s in inst.stages]
     scale = decimal_scale([u.mem for u in inst.units] + [s.state for s in inst.stages]
                           + [s.capacity for s in inst.stages])
     if scale is not None:
-        ints = [[s.inflight * round(u.mem * scale) for u in inst.units] for s in inst.stages]
+        ints = [[s.inflight * scaled(u.mem, scale) for u in inst.units] for s in inst.stages]
         g = max(1, math.gcd(*[v for row in ints for v in row]))
         if max(useful) * scale / g <= MAX_STAGE_UNITS:
-            spare_int = [round(s.capacity * scale) - round(s.state * scale) for s in inst.stages]
+            spare_int = [scaled(s.capacity, scale) - scaled(s.state, scale) for s in inst.stages]
             W = [[v // g for v in row] for row in ints]
             return W, [v // g for v in spare_int], sum(spare_int) // g, g / scale, True
     q = max(max(useful), 1e-300) / MAX_STAGE_UNITS
-    spare = [s.capacity - s.state for s in inst.stages]
-    W = [[math.ceil(s.inflight * u.mem / q - 1e-12) for u in inst.units] for s in inst.stages]
-    return (W, [math.floor(v / q + 1e-12) for v in spare], math.floor(sum(spare) / q + 1e-12), q,
-            False)
+    # rounded in exact arithmetic: weights up and budgets down, so every plan of the quanta fits
+    qx = exact(q)
+    spare = [exact(s.capacity) - exact(s.state) for s in inst.stages]
+    W = [[math.ceil(s.inflight * exact(u.mem) / qx) for u in inst.units] for s in inst.stages]
+    return W, [math.floor(v / qx) for v in spare], math.floor(sum(spare) / qx), q, False
 
 
 # --- per-stage profile: bounded knapsack over kept layers ---------------------------------------
@@ -75,6 +76,8 @@ class StageProfile:
         self.weights = weights
         self.size = size = max(0, min(size, sum(w * stage.layers for w in weights)))
         values = [u.recompute for u in inst.units]
+        total = sum(values[j] * stage.layers for j in range(len(weights)))
+        eps = tolerance(stage.compute + total)   # time differences below this are float noise
         # binary splitting of y_j in 0..L into items of 1, 2, 4, ... layers kept
         self.items: list[tuple[int, int]] = []  # (unit, count)
         for j in range(len(weights)):
@@ -97,21 +100,25 @@ class StageProfile:
             if w > size:
                 continue
             cand = kept[:size + 1 - w] + v
-            better = cand > kept[w:] + TIME_EPS
+            better = cand > kept[w:] + eps
             self.take[t, w:] = better
             kept[w:] = np.where(better, cand, kept[w:])
-        total = sum(values[j] * stage.layers for j in range(len(weights)))
         self.ratio = ratio
         fine_time = stage.compute + np.maximum(total - kept, 0.0)   # T_i(b), b in fine quanta
         coarse = -(-size // ratio)  # budgets beyond ceil(size / ratio) coarse quanta change nothing
         self.time = fine_time[np.minimum(np.arange(coarse + 1) * ratio, size)]  # T_i(B), coarse
-        # budgets where T_i strictly drops (the only ones a budget DP needs)
-        drops = np.flatnonzero(np.diff(self.time) < -TIME_EPS) + 1
+        # budgets where T_i strictly drops (the only ones a budget DP needs), coarse and fine
+        drops = np.flatnonzero(np.diff(self.time) < -eps) + 1
         self.breakpoints = np.concatenate(([0], drops)).astype(int)
+        self.fine_time = fine_time
+        self.fine_drops = np.flatnonzero(np.diff(fine_time) < -eps) + 1
 
     def x(self, b: int) -> list[int]:
         """x_ij of the profile point with b coarse quanta (unit-wise recomputed layers)."""
-        b = min(b * self.ratio, self.size)
+        return self.x_fine(min(b * self.ratio, self.size))
+
+    def x_fine(self, b: int) -> list[int]:
+        """x_ij of the profile point with b fine quanta."""
         kept = [0] * len(self.weights)
         for t in range(len(self.items) - 1, -1, -1):
             j, c = self.items[t]
@@ -122,7 +129,7 @@ class StageProfile:
 
     def min_budget(self, tau: float) -> int | None:
         """beta(tau): the least budget with T_i <= tau, None if none."""
-        ok = np.flatnonzero(self.time <= tau + TIME_EPS * max(1.0, abs(tau)))
+        ok = np.flatnonzero(self.time <= tau + tolerance(tau))
         return int(ok[0]) if len(ok) else None
 
 
@@ -134,6 +141,7 @@ def stage_dp(profiles: list[StageProfile], budget: int, tau: float):
     p = len(profiles)
     G = np.zeros(budget + 1)
     choice = []
+    eps = tolerance(sum(float(prof.time.max()) for prof in profiles))   # float noise of the sums
     for t in range(p - 1, -1, -1):
         prof = profiles[t]
         beta = prof.min_budget(tau)
@@ -149,7 +157,7 @@ def stage_dp(profiles: list[StageProfile], budget: int, tau: float):
             if b > budget:
                 break
             cand = prof.time[b] + G[:budget + 1 - b]
-            better = cand < new[b:] - TIME_EPS
+            better = cand < new[b:] - eps
             new[b:] = np.where(better, cand, new[b:])
             arg[b:] = np.where(better, b, arg[b:])
         G = new
@@ -165,11 +173,48 @@ def stage_dp(profiles: list[StageProfile], budget: int, tau: float):
     return float(G[budget]), spent
 
 
+def spend_leftover(profiles: list[StageProfile], fine: list[int], total: int, m: int) -> list[int]:
+    """Stage budgets in fine quanta after the coarse stage DP, which leaves up to ratio - 1 fine
+    quanta of every stage and of the pooled total unused: spend them on further drops of stage
+    times, the largest objective gain per quantum first. The objective never increases."""
+    fine = list(fine)
+    times = [float(prof.fine_time[f]) for prof, f in zip(profiles, fine)]
+    left = total - sum(fine)
+    while left > 0:
+        # a change of one stage time moves the 1F1B objective (workload.schedule.one_f_one_b) by
+        # its own change plus (m - 1) times the change of the largest stage time
+        order = np.argsort(times)
+        top, second = times[order[-1]], (times[order[-2]] if len(times) > 1 else -math.inf)
+        best = None
+        for i, prof in enumerate(profiles):
+            k = int(np.searchsorted(prof.fine_drops, fine[i], side="right"))
+            if k == len(prof.fine_drops) or prof.fine_drops[k] - fine[i] > left:
+                continue
+            f = int(prof.fine_drops[k])
+            after = float(prof.fine_time[f])
+            others = second if i == order[-1] else top
+            gain = (times[i] - after) + (m - 1) * (top - max(others, after))
+            if gain > 0 and (best is None or gain / (f - fine[i]) > best[0]):
+                best = (gain / (f - fine[i]), i, f, after)
+        if best is None:
+            break
+        _, i, f, after = best
+        left -= f - fine[i]
+        fine[i], times[i] = f, after
+    return fine
+
+
 def dp_solve(inst: RecomputeInstance, budget_s: float = 0.8):
     """The dp plan with facts about its exactness, or None when no plan fits."""
+    from wafopt.problems.recompute.evaluate import evaluate
+
     started = time.monotonic()
     if inst.shortfall():
         return None
+    nothing = plan_of([[0] * len(inst.units) for _ in inst.stages])
+    if evaluate(inst, nothing).feasible:   # every stage at its least time: optimal, no DP needed
+        return nothing, {"quantum": None, "exact_quantum": True, "ratio": 1, "tau_candidates_tried": 0,
+                         "enumeration_complete": True, "exact": True, "nothing_recomputed": True}
     W, budgets, total, q, exact_quantum = quantize(inst)
     p = len(inst.stages)
     m = inst.microbatches
@@ -184,6 +229,7 @@ def dp_solve(inst: RecomputeInstance, budget_s: float = 0.8):
     total = max(0, min(total, sum(stage_cap)))
     ratio = max(1, math.ceil(total / MAX_UNITS))
     profiles = [StageProfile(inst, i, W[i], min(total, stage_cap[i]), ratio) for i in range(p)]
+    fine_total = total
     total //= ratio  # coarse quanta from here on
     stats.update(coarse_quantum=q * ratio, ratio=ratio)
     values = np.unique(np.concatenate([prof.time for prof in profiles]))
@@ -207,7 +253,7 @@ def dp_solve(inst: RecomputeInstance, budget_s: float = 0.8):
     tried, complete = 0, False
     for k in range(lo, len(values)):
         tau = float(values[k])
-        if best is not None and free[0] + (m - 1) * tau >= best[0] - TIME_EPS * max(1.0, best[0]):
+        if best is not None and at_most(best[0], free[0] + (m - 1) * tau):  # no tau above can improve
             complete = True
             break
         if tried and time.monotonic() - started > budget_s:
@@ -217,12 +263,15 @@ def dp_solve(inst: RecomputeInstance, budget_s: float = 0.8):
         if res is None:
             continue
         times = [profiles[i].time[b] for i, b in enumerate(res[1])]
-        obj = sum(times) + (m - 1) * max(times)
-        if best is None or obj < best[0] - TIME_EPS * max(1.0, obj):
+        obj = one_f_one_b(times, m)
+        if best is None or not at_most(best[0], obj):
             best = (obj, res[1])
     else:
         complete = True
-    x = [profiles[i].x(b) for i, b in enumerate(best[1])]
+    fine = [min(b * ratio, prof.size) for prof, b in zip(profiles, best[1])]
+    if ratio > 1:
+        fine = spend_leftover(profiles, fine, fine_total, m)
+    x = [prof.x_fine(f) for prof, f in zip(profiles, fine)]
     stats.update(tau_candidates_tried=tried, enumeration_complete=complete,
                  exact=exact_quantum and ratio == 1 and complete)
     return plan_of(x), stats
@@ -234,7 +283,8 @@ def dp_plan(inst: RecomputeInstance, budget_s: float = 0.8) -> dict | None:
 
 
 def budget_of(options: SolveOptions, default: float = 0.8) -> float:
-    return default if options.time_limit is None else min(default, 0.8 * options.time_limit)
+    """The tau enumeration's budget: `default`, less when less is left of the run (0 on Ctrl-C)."""
+    return min(default, options.search_seconds(default))
 
 
 def solve_dp(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
@@ -245,13 +295,18 @@ def solve_dp(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
     if out is None:
         return MethodResult(None, "unknown", None, "dp", "rounding the memory to quanta left no plan")
     plan, stats = out
+    if stats.get("nothing_recomputed"):
+        options.incumbent(plan)
+        return MethodResult(plan, "feasible", relaxation_bound(inst), "dp",
+                            "no recomputation fits the memory: every stage at its least time (optimal)",
+                            stats)
     message = (f"memory quantum {stats['quantum']:.6g} "
                f"({'exact' if stats['exact_quantum'] else 'weights rounded up'}), stage DP on "
                f"{stats['ratio']} quanta per step; tau enumeration "
                f"{'complete' if stats['enumeration_complete'] else 'cut by the time budget'}; "
                + ("exact: optimal for the instance" if stats["exact"] else "not exact"))
     options.incumbent(plan)
-    return MethodResult(plan, "feasible", None, "dp", message, stats)
+    return MethodResult(plan, "feasible", relaxation_bound(inst), "dp", message, stats)
 
 
 # --- baselines ---------------------------------------------------------------------------------
@@ -282,13 +337,13 @@ def solve_uniform(inst: RecomputeInstance, options: SolveOptions) -> MethodResul
     T0 = np.array([s.compute for s in inst.stages])
     mem = S[None, :] + (k * L)[None, :] * kept_mem[:, None]
     times = T0[None, :] + L[None, :] * rec_time[:, None]
-    obj = times.sum(axis=1) + (inst.microbatches - 1) * times.max(axis=1)
-    tol = 1e-9 * np.maximum(1.0, cap)
-    local_ok = (mem <= cap + tol).all(axis=1)
+    obj = one_f_one_b(times, inst.microbatches)
+    # the evaluator's capacity rule (wafopt.problems.recompute.evaluate.fits), vectorized
+    local_ok = (mem <= cap + MEMORY_TOLERANCE * np.maximum(1.0, np.abs(cap))).all(axis=1)
     rule = "local capacity"
     ok = local_ok
     if not ok.any():
-        ok = mem.sum(axis=1) <= cap.sum() + 1e-9 * max(1.0, cap.sum())
+        ok = mem.sum(axis=1) <= cap.sum() + MEMORY_TOLERANCE * max(1.0, abs(cap.sum()))
         rule = "pooled capacity (no unit set fits every stage locally)"
     best = int(np.flatnonzero(ok)[np.argmin(obj[ok])])
     x = [[int(L[i]) if bits[best, j] else 0 for j in range(n)] for i in range(len(inst.stages))]

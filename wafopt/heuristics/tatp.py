@@ -15,10 +15,11 @@ from typing import Sequence
 
 import numpy as np
 
-from wafopt.problems.tatp.evaluate import ring_cost
+from wafopt.problems.tatp.certificate import ring_floor
+from wafopt.problems.tatp.plans import groups_plan, snake_groups, total_cost
 from wafopt.hardware.mesh import Die, Mesh
 from wafopt.core.result import MethodResult
-from wafopt.core.budget import SolveOptions
+from wafopt.core.budget import SolveOptions, never
 
 RING_SEARCH_NODES = 20_000   # DFS nodes per threshold when ordering one ring
 PACKING_NODES = 200_000      # DFS nodes per mesh orientation when packing blocks
@@ -77,7 +78,7 @@ def order_ring(mesh: Mesh, dies: Sequence[Die], floor: int = 1,
     dies = [tuple(d) for d in dies]
     n = len(dies)
     if n <= 2:
-        return dies, ring_cost(mesh, dies)
+        return dies, mesh.ring_cost(dies)
     idx = [mesh.index(d) for d in dies]
     dist = mesh.distance_matrix[np.ix_(idx, idx)]
     for t in sorted({int(v) for v in dist.flat if v >= floor}):
@@ -87,33 +88,24 @@ def order_ring(mesh: Mesh, dies: Sequence[Die], floor: int = 1,
         cycle = _hamiltonian_cycle(adj, budget)
         if cycle is not None:
             return [dies[i] for i in cycle], t
-    return dies, ring_cost(mesh, dies)
+    return dies, mesh.ring_cost(dies)
 
 
 def best_order(mesh: Mesh, ring: Sequence[Die], floor: int) -> tuple[list[Die], int]:
     """The better of `ring` as given and order_ring's order of its dies."""
     ring = [tuple(d) for d in ring]
-    mine = ring_cost(mesh, ring)
+    mine = mesh.ring_cost(ring)
     other, cost = order_ring(mesh, ring, floor)
     return (other, cost) if cost < mine else (ring, mine)
 
 
 # --- shared result helpers -------------------------------------------------------------------------
-def groups_plan(groups: list[list[Die]]) -> dict:
-    return {"groups": [[list(d) for d in ring] for ring in groups]}
-
-
-def _total(mesh: Mesh, groups: list[list[Die]]) -> int:
-    return sum(ring_cost(mesh, ring) for ring in groups)
-
-
 def _result(instance, groups: list[list[Die]], options: SolveOptions, message: str = "",
             stats: dict | None = None, solver: str = "heuristic") -> MethodResult:
     plan = groups_plan(groups)
-    options.incumbent(plan, instance.lower_bound)
-    cost = _total(instance.mesh, groups)
-    status = "optimal" if cost <= instance.lower_bound else "feasible"
-    return MethodResult(plan, status, float(instance.lower_bound), solver, message, stats or {})
+    bound = ring_floor(instance)   # a certificate: certify re-derives it from the instance
+    options.incumbent(plan, bound)
+    return MethodResult(plan, "feasible", bound, solver, message, stats or {})
 
 
 def _deadline(options: SolveOptions) -> float:
@@ -121,11 +113,6 @@ def _deadline(options: SolveOptions) -> float:
 
 
 # --- snake: TEMP's sequential mapping (SMap) ----------------------------------------------------------
-def snake_groups(mesh: Mesh, N: int, G: int) -> list[list[Die]]:
-    order = [d for d in mesh.boustrophedon() if mesh.is_healthy(d)]
-    return [order[g * N:(g + 1) * N] for g in range(G)]
-
-
 def snake(instance, options: SolveOptions) -> MethodResult:
     """Cut the serpentine order of healthy dies into consecutive chunks of N, kept in that order."""
     groups = snake_groups(instance.mesh, instance.group_size, instance.groups)
@@ -177,7 +164,7 @@ def block_shapes(N: int, floor: int) -> list[list[Die]]:
     return [ring for _, _, ring in sorted(blocks.values(), key=lambda b: (b[0], b[1]))]
 
 
-def _pack(mesh: Mesh, N: int, G: int, floor: int, shapes, deadline: float) -> list[list[Die]]:
+def _pack(mesh: Mesh, N: int, G: int, floor: int, shapes, deadline: float, stop=never) -> list[list[Die]]:
     """DFS over healthy dies in row-major order: anchor a block at the first free die or leave it
     unused (at most healthy - G*N dies may stay unused). Returns the largest packing found."""
     cells = mesh.healthy_dies
@@ -194,7 +181,7 @@ def _pack(mesh: Mesh, N: int, G: int, floor: int, shapes, deadline: float) -> li
         block = [(r0 + r, c0 + c) for r, c in ring]
         if any(not mesh.is_healthy(d) or d in used for d in block):
             return None
-        return block if ring_cost(mesh, block) == floor else None
+        return block if mesh.ring_cost(block) == floor else None
 
     def extend(pos: int, spare_left: int) -> bool:
         while pos < len(cells) and cells[pos] in used:
@@ -204,7 +191,7 @@ def _pack(mesh: Mesh, N: int, G: int, floor: int, shapes, deadline: float) -> li
         if len(placed) == G:
             return True
         nodes[0] -= 1
-        if pos == len(cells) or nodes[0] < 0 or time.monotonic() > deadline:
+        if pos == len(cells) or nodes[0] < 0 or time.monotonic() > deadline or stop():
             return False
         for ring, first in zip(shapes, anchors):
             block = fits(cells[pos], ring, first)
@@ -267,14 +254,14 @@ def _grow_groups(mesh: Mesh, free: set[Die], count: int, N: int, floor: int) -> 
     return groups
 
 
-def improve(mesh: Mesh, groups: list[list[Die]], floor: int, deadline: float) -> list[list[Die]]:
+def improve(mesh: Mesh, groups: list[list[Die]], floor: int, deadline: float, stop=never) -> list[list[Die]]:
     """Local search: swap a die of an expensive ring with a free die or a die of another ring
     within 2 hops while the total cost drops; rings re-ordered with order_ring."""
     groups = [list(g) for g in groups]
-    costs = [ring_cost(mesh, g) for g in groups]
+    costs = [mesh.ring_cost(g) for g in groups]
     owner = {d: i for i, g in enumerate(groups) for d in g}
     improved = True
-    while improved and time.monotonic() < deadline:
+    while improved and time.monotonic() < deadline and not stop():
         improved = False
         for gi in sorted(range(len(groups)), key=lambda i: -costs[i]):
             if costs[gi] <= floor:
@@ -283,7 +270,7 @@ def improve(mesh: Mesh, groups: list[list[Die]], floor: int, deadline: float) ->
             near = {x for d in ring for x in mesh.healthy_dies if mesh.distance(d, x) <= 2} - set(ring)
             for a in list(ring):
                 for b in sorted(near):
-                    if time.monotonic() > deadline:
+                    if time.monotonic() > deadline or stop():
                         return groups
                     gj = owner.get(b)
                     new_i, cost_i = order_ring(mesh, [b if d == a else d for d in ring], floor, 2000)
@@ -361,16 +348,16 @@ def best_partition(mesh: Mesh, cells: list[Die], k: int, N: int, floor: int):
 
 
 def region_search(mesh: Mesh, groups: list[list[Die]], N: int, floor: int,
-                  deadline: float) -> list[list[Die]]:
+                  deadline: float, stop=never) -> list[list[Die]]:
     """Large-neighbourhood search: for an expensive ring, re-partition it together with up to
     REGION_RINGS - 1 of its nearest rings and the unused dies next to them exactly
     (best_partition); keep the first strict improvement, repeat until none or the deadline."""
     groups = [list(g) for g in groups]
     healthy = mesh.healthy_dies
     improved = True
-    while improved and time.monotonic() < deadline:
+    while improved and time.monotonic() < deadline and not stop():
         improved = False
-        costs = [ring_cost(mesh, g) for g in groups]
+        costs = [mesh.ring_cost(g) for g in groups]
         used = {d for g in groups for d in g}
         for gi in sorted(range(len(groups)), key=lambda i: -costs[i]):
             if costs[gi] <= floor or improved:
@@ -380,7 +367,7 @@ def region_search(mesh: Mesh, groups: list[list[Die]], N: int, floor: int,
             nearest = sorted(gap, key=lambda j: (gap[j], -costs[j]))[:4]
             for size in range(1, REGION_RINGS):
                 for others in itertools.combinations(nearest, size):
-                    if time.monotonic() > deadline:
+                    if time.monotonic() > deadline or stop():
                         return groups
                     members = [gi, *others]
                     dies = {d for j in members for d in groups[j]}
@@ -397,38 +384,38 @@ def region_search(mesh: Mesh, groups: list[list[Die]], N: int, floor: int,
 
 
 def complete_groups(mesh: Mesh, rings: list[list[Die]], G: int, N: int, floor: int,
-                    deadline: float) -> list[list[Die]]:
+                    deadline: float, stop=never) -> list[list[Die]]:
     """Grow G - len(rings) more rings from the free dies, then local search and region search."""
     free = set(mesh.healthy_dies) - {d for ring in rings for d in ring}
     groups = [list(r) for r in rings] + _grow_groups(mesh, free, G - len(rings), N, floor)
-    if _total(mesh, groups) > G * floor:
-        groups = improve(mesh, groups, floor, deadline)
-        groups = region_search(mesh, groups, N, floor, deadline)
+    if total_cost(mesh, groups) > G * floor:
+        groups = improve(mesh, groups, floor, deadline, stop)
+        groups = region_search(mesh, groups, N, floor, deadline, stop)
     return groups
 
 
-def tile_groups(instance, deadline: float) -> tuple[list[list[Die]], dict]:
+def tile_groups(instance, deadline: float, stop=never) -> tuple[list[list[Die]], dict]:
     """Pack Hamiltonian blocks under the 8 mesh symmetries; repair the rest; local search."""
     mesh, N, G, floor = instance.mesh, instance.group_size, instance.groups, instance.ring_lower_bound
     shapes = block_shapes(N, floor)
     best: list[list[Die]] = []
     tried = 0
     for sym_mesh, back in _symmetries(mesh):
-        if not shapes or time.monotonic() > deadline:
+        if not shapes or time.monotonic() > deadline or stop():
             break
         tried += 1
-        packed = [[back(d) for d in ring] for ring in _pack(sym_mesh, N, G, floor, shapes, deadline)]
+        packed = [[back(d) for d in ring] for ring in _pack(sym_mesh, N, G, floor, shapes, deadline, stop)]
         if len(packed) > len(best):
             best = packed
         if len(best) == G:
             break
-    groups = complete_groups(mesh, best, G, N, floor, deadline)
+    groups = complete_groups(mesh, best, G, N, floor, deadline, stop)
     stats = {"blocks": len(best), "grown": G - len(best), "orientations_tried": tried}
     return groups, stats
 
 
 def tiles(instance, options: SolveOptions) -> MethodResult:
-    groups, stats = tile_groups(instance, _deadline(options))
+    groups, stats = tile_groups(instance, _deadline(options), options.stopped)
     return _result(instance, groups, options,
                    f"{stats['blocks']} Hamiltonian blocks + {stats['grown']} grown rings", stats)
 
@@ -473,7 +460,7 @@ def ga(instance, options: SolveOptions) -> MethodResult:
         def _evaluate(self, X, out, *args, **kwargs):
             out["F"] = fitness(np.asarray(X, dtype=int))
 
-    tiled, _ = tile_groups(instance, started + 0.3 * total_s)
+    tiled, _ = tile_groups(instance, started + 0.3 * total_s, options.stopped)
     seeds = np.array([_encode(mesh, tiled), _encode(mesh, snake_groups(mesh, N, G))])
     rng = np.random.default_rng(options.seed)
     pop = 60
@@ -486,13 +473,13 @@ def ga(instance, options: SolveOptions) -> MethodResult:
         # stop at the generation cap (deterministic for a seed) or the time budget, whichever first
         algorithm.setup(Mapping(), termination=("n_gen", GENERATIONS), seed=options.seed, verbose=False)
         stop = time.monotonic() + remaining
-        while algorithm.has_next() and time.monotonic() < stop:
+        while algorithm.has_next() and time.monotonic() < stop and not options.stopped():
             algorithm.next()
         x = np.asarray(algorithm.result().X, dtype=int)
         rings = [[cells[k] for k in x[g * N:(g + 1) * N]] for g in range(G)]
         rings = [best_order(mesh, ring, floor)[0] for ring in rings]
-        rings = improve(mesh, rings, floor, deadline)
-        if _total(mesh, rings) < _total(mesh, best):
+        rings = improve(mesh, rings, floor, deadline, options.stopped)
+        if total_cost(mesh, rings) < total_cost(mesh, best):
             best = rings
     return _result(instance, best, options, "pymoo GA seeded with tiles and snake",
                    solver=f"pymoo {version('pymoo')}")

@@ -27,8 +27,10 @@ def show(target: str, problem: str | None = None, png: str | None = None) -> dic
         scalars = {k: v for k, v in details.items() if isinstance(v, (int, float, str, bool))}
         if scalars:
             info["evaluation"]["figures"] = scalars
-        if isinstance(details.get("stages"), list):
-            info["stage_times"] = details["stages"]
+        if isinstance(details.get("stages"), list):   # counts and seconds of each stage
+            info["stage_times"] = [{k: v for k, v in row.items() if k in ("stage", "layers", "inflight")
+                                    or (k.endswith("_s") and isinstance(v, (int, float)))}
+                                   for row in details["stages"]]
     else:
         loaded = load(target)
         if problem:
@@ -41,13 +43,12 @@ def show(target: str, problem: str | None = None, png: str | None = None) -> dic
         info["summary"] = module.summary(loaded.instance)
     info["methods"] = list(module.METHODS)
     if png:
-        from wafopt.present.draw import save_figure
-        from wafopt.present.pictures import DRAW
+        from wafopt.present.pictures import DRAW, save_picture
 
         if loaded.problem not in DRAW:
             from wafopt.core.errors import InstanceError
             raise InstanceError(f"no picture is defined for problem {loaded.problem}", "--png")
-        save_figure(lambda ax: DRAW[loaded.problem](loaded.instance, plan, ax), png)
+        save_picture(loaded.problem, loaded.instance, plan, sol.stats if info["kind"] == "solution" else None, png)
         info["png"] = str(Path(png))
     return info
 
@@ -80,8 +81,8 @@ def _table(title: str, rows: list[dict], scale: float = 1.0) -> str:
 
 def _workload_table(workload: dict) -> str:
     lines = ["workload (per die; activations per layer per micro-batch):",
-             f"  p2p {workload['p2p_bytes'] / 1e6:.1f} MB per micro-batch, TP all-reduce "
-             f"{workload['tp_allreduce_bytes'] / 1e6:.1f} MB, model FLOPs per iteration "
+             f"  p2p {workload['p2p_bytes'] / 1e6:.1f} MB per micro-batch, TP sent per layer "
+             f"{workload['tp_bytes_per_layer'] / 1e6:.1f} MB, model FLOPs per iteration "
              f"{workload['model_flops_per_iteration']:.4g}",
              "  stage  layers  inflight  params (B)  state (GB)  activations (GB)  fwd (ms)  bwd (ms)"]
     for s in workload["stages"]:

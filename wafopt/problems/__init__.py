@@ -17,7 +17,9 @@ from typing import Any
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
-from wafopt.core.files import display_path, read_mapping
+from wafopt.core.files import check_document, display_path, read_mapping
+from wafopt.core.limits import MAX_INSTANCE_NODES
+from wafopt.core.schema import validate
 from wafopt.core.registry import PROBLEMS, problem_module, problem_part
 from wafopt.problems.evaluation import Evaluation, PlanError
 
@@ -55,6 +57,17 @@ class Loaded:
         return self.module.METHODS
 
 
+def document_schema(problem: str):
+    """The pydantic model of a problem's instance files (wafopt.problems.<problem>.schema), or
+    None for a problem that publishes none (its parser alone checks the document)."""
+    try:
+        return problem_part(problem, "schema").Document
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{PROBLEMS[problem]}.schema":
+            raise
+        return None
+
+
 def parse_instance(data: dict, path: str | None = None, sha256: str | None = None) -> Loaded:
     """Parse a mapping into a Loaded instance (raises InstanceError)."""
     where = str(path) if path else "instance"
@@ -62,7 +75,11 @@ def parse_instance(data: dict, path: str | None = None, sha256: str | None = Non
         raise InstanceError(f"expected a mapping with a 'problem:' key, got {type(data).__name__}", where)
     f = Fields(data, "")
     try:
+        check_document(data, MAX_INSTANCE_NODES)
         problem = f.string("problem", choices=tuple(PROBLEMS))
+        document = document_schema(problem)
+        if document is not None:
+            validate(document, data)  # types, limits, unknown keys; the problem's parser then builds
         schema = f.integer("schema", default=SCHEMA_VERSION, positive=True)
         if schema > SCHEMA_VERSION:
             raise InstanceError(f"schema version {schema} is newer than this wafopt supports "

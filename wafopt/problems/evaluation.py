@@ -7,6 +7,7 @@ A malformed plan is never an exception: it is an infeasible Evaluation naming wh
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -16,6 +17,12 @@ class Evaluation:
     feasible: bool
     violations: list[str] = field(default_factory=list)
     details: dict = field(default_factory=dict)  # problem-specific figures (JSON-serializable)
+
+    def __post_init__(self):
+        # valid input gives a finite objective; an overflow or NaN is never a plan to report
+        if self.objective is not None and not math.isfinite(self.objective):
+            self.violations.append(f"the objective is not a finite number ({self.objective})")
+            self.feasible = False
 
     def to_dict(self) -> dict:
         return {"objective": self.objective, "feasible": self.feasible,

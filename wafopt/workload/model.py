@@ -1,62 +1,107 @@
-"""Per-stage workload of one TP x PP (x DP) layout: memory, FLOPs, roofline times, traffic.
+"""Per-stage workload of one TP x PP (x DP) layout: memory, FLOPs, time, traffic.
 
-Everything is per die and per micro-batch unless a name says otherwise. The activation model
-is Korthikanti et al. 2022 (section 4), split into checkpointable operator units (WATOS
-section IV-B, Fig. 10) with the cost of regenerating each. Formulas and sources:
-docs/workload.md.
+Everything is per die and per micro-batch unless a name says otherwise. Every figure is a sum
+over the per-operator table of `wafopt.workload.operators` (one table per layer kind and
+tensor-parallel scheme); this module adds the stages (layer split, embedding and LM head, 1F1B
+in-flight micro-batches), the model state, transient memory and the optimizer step.
+Formulas and sources: docs/workload.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Union
 
-from wafopt.hardware.catalog import LLM, Wafer
 from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
+from wafopt.hardware.catalog import GB, LLM, Wafer
+from wafopt.workload.operators import (ATTENTIONS, CHECKPOINT_UNIT, LAYERNORM_FLOPS, MASK_BYTES, SCHEMES,
+                                       SELECTIVE_UNITS, SOFTMAX_FLOPS, Collective, Cost, LayerTable,
+                                       build_layer, op_seconds)
 
-# Element sizes and per-element FLOP counts of the non-GEMM operators. The elementwise ops
-# are memory-bound on any realistic die, so these only need to be plausible.
-MASK_BYTES = 1          # dropout masks are stored as bytes (Korthikanti et al. 2022, 4.1)
-STATS_BYTES = 4         # FlashAttention keeps one fp32 log-sum-exp per row and head
-LAYERNORM_FLOPS = 5     # mean, variance, normalize, scale, shift
-SOFTMAX_FLOPS = 5       # scale + mask, max, exp, sum, divide
-ACTIVATION_FLOPS = {"gelu": 8, "swiglu": 6}   # tanh-GeLU; SiLU and the gating product
-RNG_FLOPS = 1           # regenerating a dropout mask from the saved RNG state
-DROPOUT_FLOPS = 1
-TP_ALLREDUCES_PER_LAYER = 4   # attention + MLP block, forward and backward (Megatron TP)
+# The layer input is the checkpoint full recomputation restarts each layer from (Korthikanti
+# et al. 2022, Sec. 5); a recomputation plan must keep it.
+CHECKPOINT_UNITS = frozenset({CHECKPOINT_UNIT})
+FULL = "full"              # a recompute row meaning Megatron's full recomputation of every layer
+RECOMPUTE_POLICIES = ("none", "selective", FULL)
+OPTIMIZER_FLOPS = 12       # per parameter and step: Adam moments, bias correction, update
+LOGIT_BYTES = 4            # the cross-entropy keeps fp32 logits for its backward
 
 
 # --------------------------------------------------------------------------------------------
 # training hyper-parameters
 # --------------------------------------------------------------------------------------------
-# Units a recomputation plan must keep: the layer input is the checkpoint that full
-# recomputation restarts each layer from (Korthikanti et al. 2022, section 5).
-CHECKPOINT_UNITS = frozenset({"ln1_input"})
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes of model state per parameter (Megatron-LM mixed precision by default)."""
+
+    weights: float = 2.0    # fp16/bf16 weights used by forward and backward
+    master: float = 4.0     # fp32 master copy the optimizer updates
+    moments: float = 8.0    # Adam m and v in fp32
+    grads: float = 4.0      # fp32 gradient accumulation buffer (also what data parallelism reduces)
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.master + self.moments + self.grads
+
+    @property
+    def optimizer(self) -> float:
+        """The part the distributed optimizer shards over data-parallel ranks."""
+        return self.master + self.moments
+
+
+STATE_PRESETS = {
+    "megatron": StateBytes(2, 4, 8, 4),   # 18: Megatron-LM, fp32 grads (45.5625 GiB for GPT-3 175B, t = p = 8)
+    "mixed16": StateBytes(2, 4, 8, 2),    # 16: fp16 weights and grads, fp32 master and Adam
+    "watos14": StateBytes(2, 0, 8, 4),    # 14: WATOS's total (5670 GB for Llama3-405B); no fp32 master copy
+}
+DEFAULT_STATES = "megatron"
+
 
 @dataclass(frozen=True)
 class Training:
     seq: int
     micro_batch: int
     global_batch: int
-    flash_attention: bool = False
+    attention: str = "standard"           # standard | flash (fused: no s^2 tensor stored or moved)
     sequence_parallel: bool = False
-    state_bytes_per_param: float = 16.0   # fp16 w + fp16 g + fp32 master + Adam m, v; WATOS: 14
+    states: StateBytes = STATE_PRESETS[DEFAULT_STATES]
+    distributed_optimizer: bool = False   # shard master weights and Adam moments over dp
     activation_bytes: int = 2             # element size of activations and weights (fp16)
+    workspace_bytes: float = 0.0          # per die: kernel workspace and communication buffers
+
+    def __post_init__(self):
+        if isinstance(self.states, str):   # a preset name
+            if self.states not in STATE_PRESETS:
+                raise ValueError(f"unknown states preset {self.states!r} (known: {', '.join(STATE_PRESETS)})")
+            object.__setattr__(self, "states", STATE_PRESETS[self.states])
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, got {self.attention!r}")
+
+    @property
+    def flash_attention(self) -> bool:
+        return self.attention == "flash"
+
+    @property
+    def state_bytes_per_param(self) -> float:
+        return self.states.total
 
 
 def parse_training(fields_or_mapping: Fields | Mapping, where: str = "training") -> Training:
     """Parse the `training:` mapping (or a Fields over it; finish() is called here)."""
     f = fields_or_mapping if isinstance(fields_or_mapping, Fields) else Fields(fields_or_mapping,
                                                                                where)
+    seq = f.integer("seq", positive=True)
+    micro_batch = f.integer("micro_batch", positive=True)
+    global_batch = f.integer("global_batch", positive=True)
+    attention = _parse_attention(f)
     training = Training(
-        seq=f.integer("seq", positive=True),
-        micro_batch=f.integer("micro_batch", positive=True),
-        global_batch=f.integer("global_batch", positive=True),
-        flash_attention=f.boolean("flash_attention", False),
+        seq=seq, micro_batch=micro_batch, global_batch=global_batch, attention=attention,
         sequence_parallel=f.boolean("sequence_parallel", False),
-        state_bytes_per_param=f.number("state_bytes_per_param", 16.0, positive=True),
+        states=_parse_states(f),
+        distributed_optimizer=f.boolean("distributed_optimizer", False),
         activation_bytes=f.integer("activation_bytes", 2, positive=True),
+        workspace_bytes=f.number("workspace_gb", 0.0, nonnegative=True) * GB,
     )
     f.finish()
     if training.global_batch % training.micro_batch:
@@ -65,19 +110,71 @@ def parse_training(fields_or_mapping: Fields | Mapping, where: str = "training")
     return training
 
 
+def _parse_attention(f: Fields) -> str:
+    """`attention: standard | flash`; the older `flash_attention: true/false` still reads."""
+    if f.has("attention") and f.has("flash_attention"):
+        raise InstanceError("give attention or flash_attention, not both", f.path("flash_attention"))
+    if f.has("flash_attention"):
+        return "flash" if f.boolean("flash_attention") else "standard"
+    return f.string("attention", "standard", choices=ATTENTIONS)
+
+
+def _parse_states(f: Fields) -> StateBytes:
+    """`states:` a preset name or {weights, master, moments, grads} bytes per parameter; the older
+    `state_bytes_per_param: N` reads as the preset with that total."""
+    if f.has("states") and f.has("state_bytes_per_param"):
+        raise InstanceError("give states or state_bytes_per_param, not both", f.path("state_bytes_per_param"))
+    if f.has("state_bytes_per_param"):
+        total = f.number("state_bytes_per_param", positive=True)
+        for preset in STATE_PRESETS.values():
+            if preset.total == total:
+                return preset
+        raise InstanceError(f"must be the total of a states preset ({', '.join(f'{k} {v.total:g}' for k, v in STATE_PRESETS.items())}), "
+                            f"got {total:g}; give states: {{weights, master, moments, grads}} instead",
+                            f.path("state_bytes_per_param"))
+    spec = f.raw("states", DEFAULT_STATES)
+    if isinstance(spec, str):
+        if spec not in STATE_PRESETS:
+            raise InstanceError(f"unknown preset {spec!r} (known: {', '.join(STATE_PRESETS)})", f.path("states"))
+        return STATE_PRESETS[spec]
+    g = Fields(spec, f.path("states"))
+    states = StateBytes(g.number("weights", positive=True), g.number("master", nonnegative=True),
+                        g.number("moments", nonnegative=True), g.number("grads", nonnegative=True))
+    g.finish()
+    return states
+
+
 # --------------------------------------------------------------------------------------------
 # result types
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class ComputeStep:
+    name: str          # the operators it runs, e.g. "ln1+qkv"
+    seconds: float     # sum of the operators' rooflines
+    flops: float
+
+
+@dataclass(frozen=True)
+class CommStep:
+    collective: Collective
+    hidden_s: float = 0.0   # compute it runs under (TATP streams), seconds
+
+
+Step = Union[ComputeStep, CommStep]
+Blocks = tuple[tuple[tuple[Step, ...], int], ...]   # (steps, repeat) in order
+
+
+@dataclass(frozen=True)
 class OperatorUnit:
-    """A checkpointable activation of one transformer layer."""
+    """A checkpointable activation of one transformer layer (mean over the stage's layers)."""
 
     name: str
     bytes: float               # per die, per layer, per micro-batch, if kept
-    recompute_flops: float     # per die, to regenerate it from its producer's inputs
-    recompute_s: float         # seconds on the die: max(flops / die_flops, traffic / dram_bw)
-    recompute_bytes: float = 0.0   # DRAM traffic of the regeneration (inputs, weights, output)
+    recompute_flops: float     # per die, to regenerate it: its producers' forward FLOPs
+    recompute_s: float         # compute seconds of that (per-operator rooflines)
+    recompute_bytes: float = 0.0   # DRAM traffic of the regeneration
     recomputable: bool = True      # False for the layer input: full recomputation restarts from it
+    recompute_comm: tuple[CommStep, ...] = ()   # collectives the regeneration repeats
 
 
 @dataclass(frozen=True)
@@ -85,21 +182,39 @@ class StageWorkload:
     index: int
     layers: int
     inflight: int              # micro-batches whose activations a stage holds (1F1B)
-    params: float              # per die
-    state_bytes: float         # per die: params * state_bytes_per_param
+    params: float              # per die (replicated parameters counted in full)
+    state_bytes: float         # per die: weights, gradients, optimizer states
     units: tuple[OperatorUnit, ...]
     activation_bytes: float    # per die per layer per micro-batch = sum of unit bytes
     boundary_bytes: float      # per die per layer per micro-batch kept under full recomputation
-    fwd_flops: float           # per die per micro-batch, all layers of the stage
+    fwd_flops: float           # per die per micro-batch, all layers (+ embedding / LM head)
     bwd_flops: float
-    fwd_s: float               # roofline seconds per micro-batch
+    fwd_s: float               # compute seconds per micro-batch (communication excluded)
     bwd_s: float
     first_layer: int = 0       # global index of the stage's first layer
+    scheme: str = "megatron"   # tensor-parallel scheme: megatron | tatp
+    extra_activation_bytes: float = 0.0   # per micro-batch: embedding mask, LM head input and logits
+    gradient_bytes: float = 0.0           # peak activation gradients of one backward operator
+    buffer_bytes: float = 0.0             # workspace + TATP receive buffers
+    full_recompute_flops: float = 0.0     # per micro-batch: the whole forward of every layer
+    full_recompute_s: float = 0.0
+    optimizer_s: float = 0.0              # one optimizer step (memory-bound over the states)
+    grad_bytes: float = 0.0               # per die: the gradients data parallelism reduces
+    dp_gather_bytes: float = 0.0          # per die: weights re-gathered by the distributed optimizer
+    forward: Blocks = ()
+    backward: Blocks = ()
+    full_recompute_blocks: Blocks = ()
+    tables: tuple[tuple[LayerTable, int], ...] = field(default=(), repr=False)
 
-    def _recomputed(self, recomputed_layers_per_unit) -> list[float]:
-        """Normalize {unit name: layers} or a sequence aligned with `units` to a list."""
+    def _recomputed(self, recomputed_layers_per_unit) -> list[float] | str:
+        """Normalize {unit name: layers}, a sequence aligned with `units` or "full"."""
         if recomputed_layers_per_unit is None:
             return [0.0] * len(self.units)
+        if isinstance(recomputed_layers_per_unit, str):
+            if recomputed_layers_per_unit != FULL:
+                raise ValueError(f"a recompute row is a list of counts or {FULL!r}, got "
+                                 f"{recomputed_layers_per_unit!r}")
+            return FULL
         if isinstance(recomputed_layers_per_unit, Mapping):
             names = {u.name for u in self.units}
             unknown = [k for k in recomputed_layers_per_unit if k not in names]
@@ -116,30 +231,61 @@ class StageWorkload:
                                  f"[0, {self.layers}], got {x}")
         return xs
 
-    def memory_bytes(self, recomputed_layers_per_unit=None) -> float:
-        """Peak per-die bytes: state + inflight * sum_j bytes_j * (layers - x_j).
-
-        x_j = layers of this stage in which unit j is dropped and recomputed (None: keep all).
-        """
+    def kept_bytes(self, recomputed_layers_per_unit=None) -> float:
+        """Stored activations of one micro-batch: sum_j bytes_j * (layers - x_j) + the extras."""
         xs = self._recomputed(recomputed_layers_per_unit)
-        kept = sum(u.bytes * (self.layers - x) for u, x in zip(self.units, xs))
-        return self.state_bytes + self.inflight * kept
+        if xs == FULL:
+            return self.layers * self.boundary_bytes + self.extra_activation_bytes
+        return sum(u.bytes * (self.layers - x) for u, x in zip(self.units, xs)) + self.extra_activation_bytes
+
+    def transient_bytes(self, recomputed_layers_per_unit=None) -> float:
+        """Peak over the backward of what is not stored between passes: the activations the
+        plan regenerates for one layer (every unit dropped in some layer, as if all in the same
+        one), the activation gradients of one operator, workspace and TATP buffers."""
+        xs = self._recomputed(recomputed_layers_per_unit)
+        regenerated = sum(u.bytes for u, x in zip(self.units, [self.layers] * len(self.units) if xs == FULL
+                                                  else xs) if x > 0 and u.recomputable)
+        return regenerated + self.gradient_bytes + self.buffer_bytes
+
+    def memory_bytes(self, recomputed_layers_per_unit=None) -> float:
+        """Peak per-die bytes: state + inflight * kept activations + transient.
+
+        x_j = layers of this stage in which unit j is dropped and recomputed (None: keep all;
+        "full": Megatron's full recomputation, only each layer's input kept).
+        """
+        return (self.state_bytes + self.inflight * self.kept_bytes(recomputed_layers_per_unit)
+                + self.transient_bytes(recomputed_layers_per_unit))
 
     def recompute_seconds(self, recomputed_layers_per_unit=None) -> float:
-        """Extra seconds per micro-batch spent regenerating the dropped units: sum_j x_j * t_j."""
+        """Extra compute seconds per micro-batch spent regenerating dropped units, sum_j x_j * t_j
+        (collectives excluded: their time depends on the placement)."""
         xs = self._recomputed(recomputed_layers_per_unit)
+        if xs == FULL:
+            return self.full_recompute_s
         return sum(u.recompute_s * x for u, x in zip(self.units, xs))
 
-    def full_recompute(self) -> list[int]:
-        """x of Korthikanti's full recomputation: every unit but the kept layer input, in every layer."""
-        return [self.layers if u.recomputable else 0 for u in self.units]
+    def full_recompute(self) -> str:
+        """The recompute row of Megatron's full recomputation."""
+        return FULL
 
     def full_recompute_bytes(self) -> float:
-        """Per-die bytes when only each layer's input is kept (Korthikanti's full recompute)."""
-        return self.state_bytes + self.inflight * self.layers * self.boundary_bytes
+        """Per-die bytes under full recomputation: the least memory any plan needs on its own dies."""
+        return self.memory_bytes(FULL)
 
     def compute_s(self) -> float:
         return self.fwd_s + self.bwd_s
+
+    def tp_bytes_per_layer(self, recomputed_layers_per_unit=None) -> float:
+        """Bytes one die sends for tensor-parallel collectives per layer and micro-batch: forward,
+        backward and the recomputation of `recomputed_layers_per_unit` (mean over the layers)."""
+        xs = self._recomputed(recomputed_layers_per_unit)
+        sent = sum(c * sum(coll.bytes_sent for coll in t.collectives("forward") + t.collectives("backward"))
+                   for t, c in self.tables)
+        if xs == FULL:
+            sent += sum(c * sum(coll.bytes_sent for coll in t.collectives("forward")) for t, c in self.tables)
+        else:
+            sent += sum(x * sum(st.collective.bytes_sent for st in u.recompute_comm) for u, x in zip(self.units, xs))
+        return sent / self.layers
 
 
 @dataclass(frozen=True)
@@ -153,9 +299,8 @@ class Workload:
     microbatches: int              # m = global_batch / (micro_batch * dp)
     stages: tuple[StageWorkload, ...]
     p2p_bytes: float               # b*s*h*bytes: the stage boundary tensor, per micro-batch, each way
-    tp_allreduce_bytes: float      # per die, one ring all-reduce: 2(t-1)/t * b*s*h*bytes
-    tp_allreduces_per_layer: int   # per micro-batch: 2 forward + 2 backward
-    model_flops_per_iteration: float   # 3 * forward FLOPs of the global batch (no recompute)
+    model_flops_per_iteration: float   # 3 * forward matmul FLOPs of the global batch (no recompute)
+    schemes: tuple[str, ...] = ()
 
     @property
     def dies(self) -> int:
@@ -163,91 +308,8 @@ class Workload:
 
 
 # --------------------------------------------------------------------------------------------
-# per-layer model
+# build
 # --------------------------------------------------------------------------------------------
-class _Layer:
-    """Sizes of one layer kind (dense or MoE) on one die of a t-way TP group."""
-
-    def __init__(self, llm: LLM, training: Training, tp: int, moe: bool, *, b: int | None = None):
-        self.llm, self.training, self.tp, self.moe = llm, training, tp, moe
-        self.E = training.activation_bytes
-        self.s = training.seq
-        self.b = training.micro_batch if b is None else b
-        self.h = llm.hidden
-        self.r = 1 / tp if training.sequence_parallel else 1   # share of the non-TP regions
-        self.hq = llm.hidden / tp                               # Q / attention-output width
-        # K (and V) width per die; with more TP ranks than KV heads each rank keeps one head.
-        self.kv = llm.head_dim * max(llm.kv_heads / tp, 1)
-        self.a = llm.heads / tp
-        self.k = llm.top_k if moe else 1                        # MLP copies per token
-        self.w = (llm.expert_ffn if moe else llm.ffn_hidden) / tp
-        self.g = 2 if llm.mlp == "swiglu" else 1                # gate + up are both stored
-
-    def fwd_flops(self) -> float:
-        """GEMM FLOPs of one forward pass (Narayanan et al. 2021: 24bsh^2(1 + s/6h) for GPT)."""
-        sb, h, s, b = self.s * self.b, self.h, self.s, self.b
-        attention = 2 * sb * h * (self.hq + 2 * self.kv) + 2 * sb * self.hq * h
-        scores = 4 * b * s * s * self.hq                     # QK^T and attention over V
-        mlp = self.k * 2 * sb * h * self.w * self.llm.mlp_matrices
-        router = 2 * sb * h * self.llm.experts * self.r if self.moe else 0
-        return attention + scores + mlp + router
-
-    def units(self) -> list[tuple[str, float, float, float]]:
-        """(name, bytes, recompute FLOPs, recompute DRAM traffic) of each stored activation."""
-        E, s, b, h, r = self.E, self.s, self.b, self.h, self.r
-        sb, sbh = s * b, s * b * h
-        hq, kv, a, k, w, g = self.hq, self.kv, self.a, self.k, self.w, self.g
-        ss = a * s * s * b                                   # elements of one score tensor
-        expert_weights = self.llm.experts if self.moe else 1
-        out = [
-            # The layer input is the output of the preceding layer's FC2 GEMM (+ its all-reduce,
-            # dropout and residual add); this layer's MLP shape stands in for that layer's.
-            ("ln1_input", E * sbh * r, k * 2 * sb * w * h + 2 * sbh * r,
-             k * E * sb * w + expert_weights * E * w * h + E * sbh * r),
-            ("qkv_input", E * sbh * r, LAYERNORM_FLOPS * sbh * r, 2 * E * sbh * r),
-            ("qk", E * sb * (hq + kv), 2 * sb * h * (hq + kv),
-             E * sbh + E * h * (hq + kv) + E * sb * (hq + kv)),
-            ("v", E * sb * kv, 2 * sb * h * kv, E * sbh + E * h * kv + E * sb * kv),
-        ]
-        if self.training.flash_attention:
-            # No s^2 tensor is stored; the kernel keeps its output and the row statistics.
-            # Both are regenerated by re-running the fused forward kernel.
-            kernel_flops = 4 * b * s * s * hq + SOFTMAX_FLOPS * ss
-            kernel_bytes = E * sb * (hq + 2 * kv) + E * sb * hq + STATS_BYTES * a * sb
-            out += [("softmax_stats", STATS_BYTES * a * sb, kernel_flops, kernel_bytes),
-                    ("proj_input", E * sb * hq, kernel_flops, kernel_bytes)]
-        else:
-            out += [
-                ("softmax_output", E * ss, 2 * b * s * s * hq + SOFTMAX_FLOPS * ss,
-                 E * sb * (hq + kv) + E * ss),
-                ("attn_dropout_mask", MASK_BYTES * ss, RNG_FLOPS * ss, MASK_BYTES * ss),
-                ("attn_dropout_output", E * ss, DROPOUT_FLOPS * ss, (2 * E + MASK_BYTES) * ss),
-                ("proj_input", E * sb * hq, 2 * b * s * s * hq, E * ss + E * sb * (kv + hq)),
-            ]
-        router = 2 * sbh * self.llm.experts * r if self.moe else 0
-        out += [
-            ("attn_residual_dropout_mask", MASK_BYTES * sbh * r, RNG_FLOPS * sbh * r,
-             MASK_BYTES * sbh * r),
-            # output projection (its all-reduce is communication, not counted here) + residual
-            ("ln2_input", E * sbh * r, 2 * sb * hq * h + 2 * sbh * r,
-             E * sb * hq + E * hq * h + E * sbh * r),
-            # a MoE layer stores the dispatched tokens: top_k copies of the LN output
-            ("fc1_input", k * E * sbh * r, LAYERNORM_FLOPS * sbh * r + router,
-             E * sbh * r + k * E * sbh * r),
-            ("gelu_input", k * g * E * sb * w, k * 2 * sb * h * w * g,
-             k * E * sbh + expert_weights * E * h * w * g + k * g * E * sb * w),
-            ("fc2_input", k * E * sb * w, ACTIVATION_FLOPS[self.llm.mlp] * k * sb * w,
-             k * g * E * sb * w + k * E * sb * w),
-            ("mlp_dropout_mask", MASK_BYTES * sbh * r, RNG_FLOPS * sbh * r,
-             MASK_BYTES * sbh * r),
-        ]
-        return out
-
-
-def _roofline(flops: float, traffic: float, wafer: Wafer) -> float:
-    return max(flops / wafer.die_flops, traffic / wafer.dram_bandwidth)
-
-
 def split_layers(layers: int, pp: int) -> list[int]:
     """Layers per stage, as even as possible; the first `layers % pp` stages get one more."""
     base, extra = divmod(layers, pp)
@@ -260,12 +322,34 @@ def _check_degree(value: Any, name: str) -> int:
     return value
 
 
-# --------------------------------------------------------------------------------------------
-# build
-# --------------------------------------------------------------------------------------------
+def stage_schemes(schemes, pp: int) -> tuple[str, ...]:
+    """None, one scheme for all stages, or one per stage -> a tuple of pp schemes."""
+    if schemes is None:
+        return ("megatron",) * pp
+    if isinstance(schemes, str):
+        schemes = [schemes] * pp
+    schemes = tuple(schemes)
+    if len(schemes) != pp or any(s not in SCHEMES for s in schemes):
+        raise InstanceError(f"must be one of {', '.join(SCHEMES)} or a list of {pp} of them, got "
+                            f"{list(schemes)!r:.80}", "tp_scheme")
+    return schemes
+
+
+class _Timer:
+    """Operator rooflines on one die: effective peak = die FLOP/s x efficiency."""
+
+    def __init__(self, wafer: Wafer):
+        self.flops = wafer.die_flops * wafer.compute_efficiency
+        self.bandwidth = wafer.dram_bandwidth
+
+    def __call__(self, cost: Cost) -> float:
+        return op_seconds(cost, self.flops, self.bandwidth)
+
+
 def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
-                   dp: int = 1) -> Workload:
-    """The workload of every pipeline stage for a TP x PP x DP layout of `llm` on `wafer`."""
+                   dp: int = 1, schemes=None) -> Workload:
+    """The workload of every pipeline stage for a TP x PP x DP layout of `llm` on `wafer`;
+    `schemes`: the tensor-parallel scheme of every stage (default Megatron)."""
     tp, pp, dp = _check_degree(tp, "tp"), _check_degree(pp, "pp"), _check_degree(dp, "dp")
     if pp > llm.layers:
         raise InstanceError(f"must be <= the {llm.layers} layers of {llm.name}, got {pp}", "pp")
@@ -276,86 +360,191 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
     if training.global_batch % per_step:
         raise InstanceError(f"must be a multiple of micro_batch * dp = {per_step}, got "
                             f"{training.global_batch}", "training.global_batch")
+    schemes = stage_schemes(schemes, pp)
     m = training.global_batch // per_step
-    E, s, b, h = training.activation_bytes, training.seq, training.micro_batch, llm.hidden
-
-    kinds = {moe: _Layer(llm, training, tp, moe) for moe in {llm.is_moe_layer(i)
-                                                              for i in range(llm.layers)}}
+    timer = _Timer(wafer)
+    tables = {(moe, sch): build_layer(llm, training, tp, moe, sch)
+              for moe in {llm.is_moe_layer(i) for i in range(llm.layers)} for sch in set(schemes)}
     stages = []
     first = 0
     for index, n in enumerate(split_layers(llm.layers, pp)):
-        layer_ids = range(first, first + n)
-        last = index == pp - 1
-
-        params = sum(llm.layer_params(i) for i in layer_ids)
-        if index == 0:
-            params += llm.input_embedding_params
-        if last:
-            params += llm.head_params
-            if llm.tied_embeddings and pp > 1:
-                params += llm.vocab * h   # the last stage keeps its own copy of the tied matrix
-        params /= tp   # vocab-parallel embeddings and TP-split layers; norms are negligible
-
-        # Units of the stage: per-layer mean over its layers (exact for dense models).
-        units, fwd_flops = _stage_units(llm, wafer, kinds, layer_ids)
-        if last:
-            fwd_flops += 2 * s * b * h * llm.vocab / tp   # LM head (logits)
-        activation = sum(u.bytes for u in units)
-        weight_bytes = E * params
-        stored = n * activation
-        bwd_flops = 2 * fwd_flops
-        stages.append(StageWorkload(
-            index=index, layers=n, inflight=min(pp - index, m), params=params,
-            state_bytes=params * training.state_bytes_per_param, units=tuple(units),
-            activation_bytes=activation,
-            boundary_bytes=E * s * b * h * (1 / tp if training.sequence_parallel else 1),
-            fwd_flops=fwd_flops, bwd_flops=bwd_flops,
-            # forward: read weights, write stored activations; backward: read weights, write
-            # weight gradients, read stored activations
-            fwd_s=_roofline(fwd_flops, weight_bytes + stored, wafer),
-            bwd_s=_roofline(bwd_flops, 2 * weight_bytes + stored, wafer),
-            first_layer=first))
+        counts: dict[bool, int] = {}
+        for i in range(first, first + n):
+            counts[llm.is_moe_layer(i)] = counts.get(llm.is_moe_layer(i), 0) + 1
+        kinds = tuple((tables[(moe, schemes[index])], c) for moe, c in sorted(counts.items()))
+        stages.append(_stage(llm, training, wafer, timer, tp, pp, dp, m, index, first, n, kinds,
+                             schemes[index]))
         first += n
-
-    boundary = E * b * s * h
-    return Workload(
-        llm=llm, wafer=wafer, training=training, tp=tp, pp=pp, dp=dp, microbatches=m,
-        stages=tuple(stages),
-        p2p_bytes=boundary,
-        tp_allreduce_bytes=2 * (tp - 1) / tp * boundary,
-        tp_allreduces_per_layer=TP_ALLREDUCES_PER_LAYER,
-        model_flops_per_iteration=model_flops_per_iteration(llm, training))
+    E, s, b, h = training.activation_bytes, training.seq, training.micro_batch, llm.hidden
+    return Workload(llm=llm, wafer=wafer, training=training, tp=tp, pp=pp, dp=dp, microbatches=m,
+                    stages=tuple(stages), p2p_bytes=E * b * s * h,
+                    model_flops_per_iteration=model_flops_per_iteration(llm, training), schemes=schemes)
 
 
-def _stage_units(llm: LLM, wafer: Wafer, kinds: dict[bool, _Layer],
-                 layer_ids: range) -> tuple[list[OperatorUnit], float]:
-    """Mean units over the stage's layers and the stage's total forward GEMM FLOPs."""
-    n = len(layer_ids)
-    sums: dict[str, list[float]] = {}
-    fwd_flops = 0.0
-    for i in layer_ids:
-        layer = kinds[llm.is_moe_layer(i)]
-        fwd_flops += layer.fwd_flops()
-        for name, nbytes, flops, traffic in layer.units():
-            acc = sums.setdefault(name, [0.0, 0.0, 0.0, 0.0])
-            acc[0] += nbytes
-            acc[1] += flops
-            acc[2] += traffic
-            acc[3] += _roofline(flops, traffic, wafer)
-    units = [OperatorUnit(name, acc[0] / n, acc[1] / n, acc[3] / n, acc[2] / n,
-                          recomputable=name not in CHECKPOINT_UNITS)
-             for name, acc in sums.items()]
-    return units, fwd_flops
+def _steps(table: LayerTable, order, timer: _Timer, backward: bool) -> tuple[Step, ...]:
+    """Consecutive operators merge into one compute step; collectives are steps of their own."""
+    steps: list[Step] = []
+    names: list[str] = []
+
+    def flush():
+        if names:
+            costs = [table.op(n).bwd if backward else table.op(n).fwd for n in names]
+            steps.append(ComputeStep("+".join(names), sum(timer(c) for c in costs), sum(c.flops for c in costs)))
+            names.clear()
+
+    for item in order:
+        if isinstance(item, Collective):
+            flush()
+            op = table.op(item.op)
+            steps.append(CommStep(item, item.overlap * timer(op.bwd if backward else op.fwd)))
+        else:
+            names.append(item)
+    flush()
+    return tuple(steps)
+
+
+def _head_ops(llm: LLM, training: Training, tp: int, scheme: str, first: bool, last: bool):
+    """Embedding (first stage) and final norm + LM head + cross-entropy (last stage): their costs,
+    collectives and stored bytes. Vocabulary-parallel in both schemes (Megatron)."""
+    E, s, b, h, V = training.activation_bytes, training.seq, training.micro_batch, llm.hidden, llm.vocab
+    sb, sbh = s * b, s * b * llm.hidden
+    sharded = tp > 1 and (training.sequence_parallel or scheme == "tatp")
+    r = 1 / tp if sharded else 1.0
+    out = []   # (name, fwd Cost, bwd Cost, fwd collectives, bwd collectives, stored bytes)
+    if first:
+        fwd = Cost(sbh * r, E * sbh + 2 * E * sbh * r)   # gather rows, add positions, dropout
+        coll = [] if tp == 1 else [Collective("reduce_scatter" if sharded else "all_reduce", E * sbh, tp,
+                                              "embedding", "combine the vocabulary-parallel lookups")]
+        out.append(("embedding", fwd, Cost(2 * fwd.flops, 2 * fwd.bytes), coll, [], MASK_BYTES * sbh * r))
+    if last:
+        gemm = 2 * sb * h * V / tp
+        fwd = Cost(LAYERNORM_FLOPS * sbh * r + gemm + SOFTMAX_FLOPS * sb * V / tp,
+                   2 * E * sbh * r + E * sbh + E * h * V / tp + LOGIT_BYTES * sb * V / tp)
+        fwd_coll, bwd_coll = [], []
+        if tp > 1 and sharded:
+            fwd_coll = [Collective("all_gather", E * sbh, tp, "lm_head", "gather the final norm output")]
+            bwd_coll = [Collective("reduce_scatter", E * sbh, tp, "lm_head", "reduce-scatter the input gradient")]
+        elif tp > 1:
+            bwd_coll = [Collective("all_reduce", E * sbh, tp, "lm_head", "all-reduce the input gradient")]
+        stored = E * sbh * r + E * sbh * r + LOGIT_BYTES * sb * V / tp   # norm input, head input, logits
+        out.append(("lm_head", fwd, Cost(2 * fwd.flops, 2 * fwd.bytes), fwd_coll, bwd_coll, stored))
+    return out
+
+
+def _stage(llm, training, wafer, timer, tp, pp, dp, m, index, first_layer, n, kinds, scheme) -> StageWorkload:
+    first, last = index == 0, index == pp - 1
+    E, h = training.activation_bytes, llm.hidden
+
+    # parameters per die: TP-split matrices, replicated norms, routers and position table
+    params = sum(c * t.weights for t, c in kinds)
+    if first:
+        params += llm.vocab * h / tp + llm.max_positions * h
+    if last:
+        params += 2 * h   # final norm
+        if not llm.tied_embeddings or pp > 1:
+            params += llm.vocab * h / tp   # LM head (a tied model's last stage keeps its own copy)
+    states = training.states
+    shard = dp if training.distributed_optimizer else 1
+    state_bytes = params * (states.weights + states.grads + states.optimizer / shard)
+
+    # units: mean over the stage's layers
+    units = []
+    ref = kinds[0][0]
+    for j, ref_unit in enumerate(ref.units):
+        nbytes = flops = traffic = secs = 0.0
+        comm: dict[tuple, list[float]] = {}   # collective -> [tensor bytes, hidden seconds], summed
+        for table, c in kinds:
+            u = table.units[j]
+            assert u.name == ref_unit.name
+            regen = table.unit_regen(u)
+            nbytes += c * u.bytes
+            flops += c * regen.flops
+            traffic += c * regen.bytes
+            secs += c * table.unit_seconds(u, timer.flops, timer.bandwidth)
+            share = dict(u.producers)
+            for coll in u.comm:
+                acc = comm.setdefault((coll.kind, coll.group, coll.op, coll.purpose, coll.overlap), [0.0, 0.0])
+                acc[0] += c * coll.tensor_bytes
+                acc[1] += c * coll.overlap * share.get(coll.op, 1.0) * timer(table.op(coll.op).fwd)
+        steps = tuple(CommStep(Collective(k[0], v[0] / n, k[1], k[2], k[3], k[4]), v[1] / n)
+                      for k, v in comm.items())
+        units.append(OperatorUnit(ref_unit.name, nbytes / n, flops / n, secs / n, traffic / n,
+                                  ref_unit.recomputable, steps))
+    activation = sum(u.bytes for u in units)
+    boundary = sum(u.bytes for u in units if not u.recomputable)
+
+    # passes: embedding, layers, LM head
+    heads = _head_ops(llm, training, tp, scheme, first, last)
+    fwd_blocks, bwd_blocks = [], []
+    for name, fwd, bwd, fcoll, _, _ in heads:
+        if name == "embedding":
+            fwd_blocks.append(((ComputeStep(name, timer(fwd), fwd.flops),)
+                               + tuple(CommStep(c) for c in fcoll), 1))
+    fwd_blocks += [(_steps(t, t.forward, timer, False), c) for t, c in kinds]
+    full_blocks = tuple((_steps(t, t.forward, timer, False), c) for t, c in kinds)
+    for name, fwd, bwd, fcoll, bcoll, _ in heads:
+        if name == "lm_head":
+            fwd_blocks.append((tuple(CommStep(c) for c in fcoll) + (ComputeStep(name, timer(fwd), fwd.flops),), 1))
+            bwd_blocks.append(((ComputeStep(name, timer(bwd), bwd.flops),) + tuple(CommStep(c) for c in bcoll), 1))
+    bwd_blocks += [(_steps(t, t.backward, timer, True), c) for t, c in reversed(kinds)]
+    for name, fwd, bwd, fcoll, bcoll, _ in heads:
+        if name == "embedding":
+            bwd_blocks.append(((ComputeStep(name, timer(bwd), bwd.flops),), 1))
+
+    def compute(blocks):
+        return (sum(c * sum(st.seconds for st in steps if isinstance(st, ComputeStep)) for steps, c in blocks),
+                sum(c * sum(st.flops for st in steps if isinstance(st, ComputeStep)) for steps, c in blocks))
+
+    fwd_s, fwd_flops = compute(fwd_blocks)
+    bwd_s, bwd_flops = compute(bwd_blocks)
+    full_s, full_flops = compute(full_blocks)
+
+    # optimizer step: memory-bound pass over the states (the sharded part over dp ranks)
+    local = params / shard
+    read = states.grads + states.moments + (states.master or states.weights)
+    write = states.moments + states.master + states.weights
+    optimizer_s = timer(Cost(OPTIMIZER_FLOPS * local, local * (read + write)))
+
+    return StageWorkload(
+        index=index, layers=n, inflight=min(pp - index, m), params=params, state_bytes=state_bytes,
+        units=tuple(units), activation_bytes=activation, boundary_bytes=boundary,
+        fwd_flops=fwd_flops, bwd_flops=bwd_flops, fwd_s=fwd_s, bwd_s=bwd_s, first_layer=first_layer,
+        scheme=scheme, extra_activation_bytes=sum(hd[5] for hd in heads),
+        gradient_bytes=max(t.gradient_peak_bytes() for t, _ in kinds),
+        buffer_bytes=training.workspace_bytes + max(t.stream_buffer_bytes for t, _ in kinds),
+        full_recompute_flops=full_flops, full_recompute_s=full_s, optimizer_s=optimizer_s,
+        grad_bytes=params * states.grads,
+        dp_gather_bytes=params * states.weights if training.distributed_optimizer else 0.0,
+        forward=tuple(fwd_blocks), backward=tuple(bwd_blocks), full_recompute_blocks=full_blocks,
+        tables=kinds)
+
+
+def layer_tables(llm: LLM, training: Training, tp: int, scheme: str = "megatron") -> dict[str, LayerTable]:
+    """The cost table of each layer kind of `llm` ("dense" and/or "moe")."""
+    kinds = {llm.is_moe_layer(i) for i in range(llm.layers)}
+    return {("moe" if moe else "dense"): build_layer(llm, training, tp, moe, scheme) for moe in sorted(kinds)}
 
 
 def model_flops_per_iteration(llm: LLM, training: Training) -> float:
-    """Model FLOPs of one iteration: 3 x forward (fwd + 2x bwd), no recomputation counted.
+    """Model FLOPs of one iteration: 3 x forward matmul FLOPs (fwd + 2x bwd), no recomputation.
 
     For GPT (ffn = 4h, MHA) this is 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) (Korthikanti et al.
     2022 section 6; Narayanan et al. 2021 Eq. 3 without its recomputation pass).
     """
-    per_sequence = sum(_Layer(llm, training, 1, llm.is_moe_layer(i), b=1).fwd_flops()
-                       for i in range(llm.layers))
+    one = Training(training.seq, 1, training.global_batch, training.attention, False, training.states)
+    per_kind = {moe: build_layer(llm, one, 1, moe).model_flops for moe in {llm.is_moe_layer(i)
+                                                                          for i in range(llm.layers)}}
+    per_sequence = sum(per_kind[llm.is_moe_layer(i)] for i in range(llm.layers))
     per_sequence += 2 * training.seq * llm.hidden * llm.vocab   # LM head
     return 3 * training.global_batch * per_sequence
 
+
+def recompute_row(stage: StageWorkload, policy: str):
+    """The recompute row of a named policy: none, selective (Korthikanti's attention core) or full."""
+    if policy == "none":
+        return [0] * len(stage.units)
+    if policy == "selective":
+        return [stage.layers if u.name in SELECTIVE_UNITS else 0 for u in stage.units]
+    if policy == FULL:
+        return FULL
+    raise ValueError(f"unknown recompute policy {policy!r} (known: {', '.join(RECOMPUTE_POLICIES)})")

@@ -23,8 +23,8 @@ from wafopt.core.fields import Fields
 from wafopt.hardware.mesh import UNREACHABLE, Die, Mesh, as_die
 
 METHODS = {
-    "milp": "wafopt.models.mem_pair:solve_milp",
-    "cpsat": "wafopt.models.mem_pair:solve_cpsat",
+    "milp": "wafopt.compose.methods:mem_pair_milp",
+    "cpsat": "wafopt.compose.methods:mem_pair_cpsat",
     "lp": "wafopt.models.mem_pair:solve_lp",
     "greedy": "wafopt.heuristics.mem_pair:solve_greedy",
 }
@@ -195,7 +195,7 @@ def from_scenario(scenario, placement: dict, recompute: list[list[int]]) -> MemP
 
 def sender_helper_split(scenario, placement: dict, x) -> tuple[list, list]:
     """(die, overflow) of every Sender and (die, spare) of every Helper, in bytes."""
-    work = scenario.workload()
+    work = scenario.workload(None, placement.get("tp_scheme"))
     cap = scenario.wafer.dram_capacity
     used = {}
     for pipe in placement["pipelines"]:

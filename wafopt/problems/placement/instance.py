@@ -31,6 +31,7 @@ import numpy as np
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
+from wafopt.core.numeric import exact
 from wafopt.hardware.mesh import Die, Mesh
 
 METHODS = {
@@ -39,9 +40,10 @@ METHODS = {
     "local": "wafopt.heuristics.placement:local",
     "ga": "wafopt.heuristics.placement:ga",
     "glb": "wafopt.models.placement:glb",
-    "rlt1": "wafopt.models.placement:rlt1",
-    "milp": "wafopt.models.placement:milp",
-    "cpsat": "wafopt.models.placement:cpsat",
+    "rlt1": "wafopt.compose.methods:placement_rlt1",
+    "milp": "wafopt.compose.methods:placement_milp",
+    "cpsat": "wafopt.compose.methods:placement_cpsat",
+    "bnb": "wafopt.compose.methods:placement_bnb",
 }
 DEFAULT_METHODS = ["serpentine", "local", "ga", "glb", "milp", "cpsat"]
 OBJECTIVE = "WATOS Eq. 2 cost: sum of volume x hops, Mem_pair flows x (1 + gamma) (flow volume units x hops)"
@@ -213,17 +215,13 @@ def parse(f: Fields) -> PlacementInstance:
         raise InstanceError("give either flows or flow_matrix, not both", f.path("flow_matrix"))
     pairs = _triples(f.list("pairs", default=[]), f.path("pairs"), "sender, helper")
     if f.has("flow_matrix"):
-        rows = f.list("flow_matrix")
+        rows = f.list("flow_matrix")  # entries checked by the schema: finite numbers in [0, 2^53]
         n = len(rows)
-        flow = np.zeros((n, n))
         for i, row in enumerate(rows):
-            w = f"{f.path('flow_matrix')}[{i}]"
             if not isinstance(row, list) or len(row) != n:
-                raise InstanceError(f"expected a row of {n} numbers (the matrix is {n} x {n}), got {row!r:.60}", w)
-            for j, v in enumerate(row):
-                if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
-                    raise InstanceError(f"must be a finite number >= 0, got {v!r}", f"{w}[{j}]")
-                flow[i, j] = v
+                raise InstanceError(f"expected a row of {n} numbers (the matrix is {n} x {n}), got {row!r:.60}",
+                                    f"{f.path('flow_matrix')}[{i}]")
+        flow = np.array(rows, dtype=float).reshape(n, n)
         if stages is not None and stages != n:
             raise InstanceError(f"stages is {stages} but flow_matrix is {n} x {n}", f.path("stages"))
     else:
@@ -235,7 +233,7 @@ def parse(f: Fields) -> PlacementInstance:
         for k, (i, j, vol) in enumerate(flows):
             if max(i, j) >= n:
                 raise InstanceError(f"stage index {max(i, j)} out of range (stages: {n})", f"{f.path('flows')}[{k}]")
-            flow[i, j] += vol
+            flow[i, j] = float(exact(flow[i, j]) + exact(vol))  # repeated flows: the exact decimal sum
     for k, (s, h, _) in enumerate(pairs):
         if max(s, h) >= n:
             raise InstanceError(f"stage index {max(s, h)} out of range (stages: {n})", f"{f.path('pairs')}[{k}]")

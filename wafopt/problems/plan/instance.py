@@ -5,13 +5,14 @@ problem: plan
 wafer: watos-config3            # preset name, {preset: NAME, <overrides>}, or all fields inline
 model: gpt3-175b                # preset name or mapping
 training: {seq: 2048, micro_batch: 1, global_batch: 64}
-parallel: {tp: 8, pp: 7, dp: 1} # optional; absent means "search" (later work)
+parallel: {tp: 8, pp: 7, dp: 1} # optional: tp and pp given fix the layout (dp default 1);
+                                # absent or partial ({tp: 8}, {dp: 2}) the planner searches the rest
 ```
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from wafopt.core.errors import InstanceError
@@ -21,6 +22,7 @@ METHODS = {
     "megatron": "wafopt.heuristics.megatron:solve_megatron",
     "uniform": "wafopt.compose.gcmr:solve_uniform",
     "gcmr": "wafopt.compose.gcmr:solve_gcmr",
+    "plan": "wafopt.compose.planner:solve_planner",
 }
 DEFAULT_METHODS = ["megatron", "uniform", "gcmr"]
 OBJECTIVE = "1F1B iteration time (s)"
@@ -40,35 +42,56 @@ class Parallel:
 
 
 @dataclass(frozen=True)
+class Fixed:
+    """What a partial `parallel:` fixes (None: the planner chooses)."""
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+
+    def violation(self, par: Parallel) -> str | None:
+        wrong = [f"{k}={getattr(par, k)} (the instance fixes {k}={getattr(self, k)})"
+                 for k in ("tp", "pp", "dp") if getattr(self, k) not in (None, getattr(par, k))]
+        return "plan layout " + ", ".join(wrong) if wrong else None
+
+
+@dataclass(frozen=True)
 class Scenario:
     wafer: object      # wafopt.hardware.catalog.Wafer
     llm: object        # wafopt.hardware.catalog.LLM
     training: object   # wafopt.workload.model.Training
-    parallel: Parallel | None
+    parallel: Parallel | None   # the fixed layout, or None when the planner searches it
+    fixed: Fixed = Fixed()      # what `parallel:` fixes (all of tp, pp, dp when `parallel` is set)
 
     def mesh(self):
         return self.wafer.mesh()
 
-    def workload(self, parallel: Parallel | None = None):
+    def workload(self, parallel: Parallel | None = None, schemes: tuple[str, ...] | None = None):
+        """The cost model of a layout; `schemes`: tensor-parallel scheme per stage (default Megatron)."""
         parallel = parallel or self.parallel
         if parallel is None:
             raise InstanceError("this needs a parallel layout: add parallel: {tp, pp, dp}", "parallel")
-        return _workload(self, parallel)
+        from wafopt.workload.model import stage_schemes
+
+        return _workload(self, parallel, stage_schemes(schemes, parallel.pp))
 
 
 @lru_cache(maxsize=64)
-def _workload(scenario: Scenario, parallel: Parallel):
+def _workload(scenario: Scenario, parallel: Parallel, schemes: tuple[str, ...] | None = None):
     from wafopt.workload.model import build_workload
 
     return build_workload(scenario.llm, scenario.training, scenario.wafer, parallel.tp, parallel.pp,
-                          parallel.dp)
+                          parallel.dp, schemes)
 
 
-def parse_parallel(f: Fields) -> Parallel:
-    par = Parallel(f.integer("tp", positive=True), f.integer("pp", positive=True),
-                   f.integer("dp", default=1, positive=True))
+def parse_parallel(f: Fields) -> tuple[Parallel | None, Fixed]:
+    """tp and pp given: a fixed layout (dp default 1); otherwise what is given is fixed and the
+    planner searches the rest."""
+    given = {k: f.integer(k, default=None, positive=True) for k in ("tp", "pp", "dp")}
     f.finish()
-    return par
+    if given["tp"] is not None and given["pp"] is not None:
+        par = Parallel(given["tp"], given["pp"], given["dp"] or 1)
+        return par, Fixed(par.tp, par.pp, par.dp)
+    return None, Fixed(**given)
 
 
 def parse(f: Fields) -> Scenario:
@@ -78,14 +101,22 @@ def parse(f: Fields) -> Scenario:
     wafer = resolve_wafer(f.raw("wafer"), f.path("wafer"))
     llm = resolve_llm(f.raw("model"), f.path("model"))
     training = parse_training(f.raw("training"), f.path("training"))
-    parallel = parse_parallel(f.mapping("parallel")) if f.has("parallel") else None
-    scenario = Scenario(wafer, llm, training, parallel)
+    parallel, fixed = parse_parallel(f.mapping("parallel")) if f.has("parallel") else (None, Fixed())
+    scenario = Scenario(wafer, llm, training, parallel, fixed)
     check_fits(scenario)
     return scenario
 
 
 def check_fits(scenario: Scenario) -> None:
-    """Reject layouts larger than the healthy wafer and models that cannot fit at all."""
+    """Reject layouts larger than the healthy wafer and layouts no plan can fit in DRAM.
+
+    Offloading moves only activation checkpoints, to helper dies (WATOS Sec. IV-C.2), so with
+    (tp, pp, dp) fixed a layout fits only if
+    1. per die: each stage's model state and working memory, which never leave its dies, fit
+       one die's DRAM (the leanest plan: nothing recomputed, every checkpoint offloaded);
+    2. pooled: with full recomputation the layout's dies together hold every stage's memory
+       (GCMR pools the DRAM of the stages, WATOS Alg. 2).
+    """
     mesh = scenario.mesh()
     healthy = len(mesh.healthy_dies)
     capacity = scenario.wafer.dram_capacity
@@ -100,6 +131,14 @@ def check_fits(scenario: Scenario) -> None:
         raise InstanceError(f"tp*pp*dp = {par.tp}*{par.pp}*{par.dp} = {par.dies} dies, but the wafer has only "
                             f"{healthy} healthy dies", "parallel")
     work = scenario.workload()
+    for s in work.stages:
+        fixed = s.memory_bytes() - s.inflight * s.kept_bytes()  # not offloadable, least over plans
+        if fixed > capacity:
+            raise InstanceError(
+                f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
+                f"recomputation: stage {s.index}'s model state and working memory, which stay on its own dies, "
+                f"need {fixed / GB:.1f} GB per die, capacity {capacity / GB:.1f} GB (offloading moves only "
+                f"activation checkpoints)", "parallel")
     need = sum(s.full_recompute_bytes() for s in work.stages) * par.tp * par.dp
     have = par.dies * capacity
     if need > have:
@@ -119,18 +158,18 @@ def summary(scenario: Scenario) -> dict:
                   "link_bw_tbps": w.link_bandwidth / 1e12, "faulty_dies": sorted(map(list, w.faulty_dies))},
         "model": {"name": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
                   "params": m.total_params},
-        "training": {k: getattr(scenario.training, k) for k in scenario.training.__dataclass_fields__},
+        "training": asdict(scenario.training),
     }
     if scenario.parallel is None:
         return out
     work = scenario.workload()
     out["parallel"] = {"tp": work.tp, "pp": work.pp, "dp": work.dp, "microbatches": work.microbatches}
     out["workload"] = {
-        "p2p_bytes": work.p2p_bytes, "tp_allreduce_bytes": work.tp_allreduce_bytes,
+        "p2p_bytes": work.p2p_bytes, "tp_bytes_per_layer": work.stages[0].tp_bytes_per_layer(),
         "model_flops_per_iteration": work.model_flops_per_iteration,
         "stages": [{"index": s.index, "layers": s.layers, "inflight": s.inflight, "params": s.params,
                     "state_bytes": s.state_bytes, "activation_bytes": s.activation_bytes,
-                    "fwd_s": s.fwd_s, "bwd_s": s.bwd_s,
+                    "transient_bytes": s.transient_bytes(), "fwd_s": s.fwd_s, "bwd_s": s.bwd_s,
                     "units": [{"name": u.name, "bytes": u.bytes, "recompute_s": u.recompute_s}
                               for u in s.units]} for s in work.stages],
     }

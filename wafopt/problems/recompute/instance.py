@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
+from wafopt.workload.schedule import one_f_one_b
 
 MODES = ("local", "pooled")
 
 METHODS = {
-    "milp": "wafopt.models.recompute:solve_milp",
-    "cpsat": "wafopt.models.recompute:solve_cpsat",
+    "milp": "wafopt.compose.methods:recompute_milp",
+    "cpsat": "wafopt.compose.methods:recompute_cpsat",
     "dp": "wafopt.heuristics.recompute:solve_dp",
     "uniform": "wafopt.heuristics.recompute:solve_uniform",
     "full": "wafopt.heuristics.recompute:solve_full",
@@ -66,8 +67,8 @@ class RecomputeInstance:
         return self.stages[i].compute + sum(u.recompute * x for u, x in zip(self.units, x_row))
 
     def iteration_time(self, times) -> float:
-        """1F1B: sum_i T_i + (m - 1) max_i T_i."""
-        return sum(times) + (self.microbatches - 1) * max(times)
+        """1F1B: sum_i T_i + (m - 1) max_i T_i (wafopt.workload.schedule)."""
+        return one_f_one_b(times, self.microbatches)
 
     def shortfall(self) -> str | None:
         """Why even full recomputation (M_i = S_i) does not fit, or None if it does."""
@@ -167,10 +168,11 @@ def from_scenario(scenario, placement: dict | None = None) -> RecomputeInstance:
     from wafopt.problems.plan.layouts import default_placement
 
     placement = placement if placement is not None else default_placement(scenario)
-    work = scenario.workload()
+    work = scenario.workload(None, placement.get("tp_scheme"))
     rows = evaluate(scenario, placement).details["stages"]
-    units = tuple(Unit(u.name, float(round(u.bytes)), round(u.recompute_s, 9))
-                  for u in work.stages[0].units if u.recomputable)
+    # a unit's time: its regeneration with the collectives it repeats, on the slowest stage
+    units = tuple(Unit(u.name, float(round(u.bytes)), round(max(r["recompute_unit_s"][j] for r in rows), 9))
+                  for j, u in enumerate(work.stages[0].units) if u.recomputable)
     cap = float(round(scenario.wafer.dram_capacity))
     stages = tuple(Stage(s.layers, s.inflight, float(round(s.full_recompute_bytes())), cap,
                          round(r["compute_s"] + r["tp_comm_s"] + r["p2p_s"], 9))

@@ -1,23 +1,14 @@
 """Evaluator of TATP group mappings: disjoint rings of healthy dies, objective = sum of ring costs.
 
-Ring cost of a group (TEMP Sec. V, WaferLLM Sec. 5.2): the longest hop, in the healthy mesh,
-between consecutive dies of its cyclic order (last back to first). A physical ring costs 1.
+Ring cost of a group (TEMP Sec. V, WaferLLM Sec. 5.2; `Mesh.ring_cost`): the longest hop, in the
+healthy mesh, between consecutive dies of its cyclic order (last back to first). A physical ring
+costs 1.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from wafopt.problems.evaluation import Evaluation, PlanError
-from wafopt.hardware.mesh import Die, Mesh
-
-
-def ring_cost(mesh: Mesh, ring: Sequence[Die]) -> int:
-    """Longest hop between cyclically consecutive dies (0 for a single die)."""
-    n = len(ring)
-    if n < 2:
-        return 0
-    return max(mesh.distance(tuple(ring[k]), tuple(ring[(k + 1) % n])) for k in range(n))
+from wafopt.hardware.mesh import Die
 
 
 def read_groups(plan: dict) -> list[list[Die]]:
@@ -61,7 +52,7 @@ def evaluate(instance, plan: dict) -> Evaluation:
                 owner[die] = g
     if violations:
         return Evaluation(None, False, violations)
-    costs = [ring_cost(mesh, ring) for ring in groups]
+    costs = [mesh.ring_cost(ring) for ring in groups]
     details = {"ring_costs": costs, "physical_rings": sum(c == 1 for c in costs),
                "tail_hops": max(costs), "lower_bound": instance.lower_bound,
                "unused_dies": len(mesh.healthy_dies) - len(owner)}

@@ -13,8 +13,8 @@ from wafopt.core.fields import Fields
 from wafopt.hardware.mesh import Mesh
 
 METHODS = {
-    "cpsat": "wafopt.models.tatp:solve_cpsat",
-    "milp": "wafopt.models.tatp:solve_milp",
+    "cpsat": "wafopt.compose.methods:tatp_cpsat",
+    "milp": "wafopt.compose.methods:tatp_milp",
     "tiles": "wafopt.heuristics.tatp:tiles",
     "snake": "wafopt.heuristics.tatp:snake",
     "ga": "wafopt.heuristics.tatp:ga",

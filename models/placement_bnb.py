@@ -1,0 +1,317 @@
+"""Branch and bound for stage placement (WATOS Eq. 2), exact for the full objective.
+
+Nodes fix stages to slots one at a time; a node's bound (Gilmore-Lawler over the free stages plus
+the exact cost and routing-conflict penalty of the fixed ones) and the symmetry rule live in
+wafopt.problems.placement.branch_bound, which also re-derives the certificate. Here: the search.
+
+- Best first: the open node with the least bound is expanded next (ties: the deeper one), so the
+  least open bound, the certified bound on a time limit, rises as fast as it can.
+- A node branches on the free stage with the most weight to the fixed stages (then the most weight
+  overall; the first is the heaviest stage, as in the MILP's symmetry breaking), over one free slot
+  per orbit of the grid symmetries that fix the used slots. All children are bounded in one batch.
+- Every child's assignment problem completes it into a plan; the best is the incumbent, improved
+  by exact swap descent on the base objective. A warm start (`options.warm_start`, e.g. the GA's
+  plan) is the first incumbent.
+- A child whose bound cannot beat the incumbent is pruned (with integer data: cannot reach
+  incumbent - 1), first on the assignment problem's row-minimum bound, then on the full one.
+- Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
+On a time limit or Ctrl-C the open nodes are the frontier: the bound is the least over the leaves of
+the tree (open, pruned or complete), and the tree is written as the certificate (kind
+"bnb-frontier", with the lowest open nodes listed).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from wafopt.core.budget import SolveOptions
+from wafopt.core.numeric import at_most
+from wafopt.core.result import CERTIFICATE, Bound, MethodResult
+from wafopt.problems.placement.branch_bound import Space, encode_tree, root_bound
+from wafopt.problems.placement.instance import PlacementInstance
+from wafopt.solvers.backends import progress_bounds
+
+FRONTIER_LISTED = 100      # open nodes listed (with their bounds) in the certificate
+MAX_OPEN = 500_000         # open nodes kept best-first; beyond them the search goes depth-first
+BATCH = 32                 # open nodes of one depth bounded together (numpy over the batch)
+PROGRESS_EVERY_S = 1.0
+
+
+@dataclass
+class Incumbent:
+    value: float = math.inf
+    plan: dict | None = None
+
+
+@dataclass
+class TileSearch:
+    """The search tree of one tile shape."""
+
+    space: Space
+    stages: list = field(default_factory=list)     # node id -> fixed stages (in fixing order)
+    slots: list = field(default_factory=list)      # node id -> their slots
+    branch: dict = field(default_factory=dict)     # expanded node id -> stage it branches on
+    kids: dict = field(default_factory=dict)       # expanded node id -> its children's slots
+    child: dict = field(default_factory=dict)      # (node id, slot) -> id of a kept child
+    levels: dict = field(default_factory=dict)     # depth -> heap of open (bound, node id)
+    dive: list = field(default_factory=list)       # depth-first stack (bound, -depth, id), once MAX_OPEN are open
+    closed_least: float = math.inf                 # least bound of a pruned or complete leaf
+    expanded: int = 0
+    bounded: int = 0                               # children bounded
+    lap_solved: int = 0                            # of them by the full assignment problem
+
+    def open_entries(self) -> list[tuple[float, int]]:
+        return [e for heap in self.levels.values() for e in heap] + [(b, node) for b, _, node in self.dive]
+
+    def least(self) -> float:
+        """The bound the tree proves so far: the least over its leaves (open, pruned, complete)."""
+        return min([self.closed_least] + [heap[0][0] for heap in self.levels.values() if heap]
+                   + [b for b, _, _ in self.dive])
+
+    def pending(self) -> int:
+        return sum(len(heap) for heap in self.levels.values()) + len(self.dive)
+
+    def best_level(self) -> int | None:
+        """The depth whose best open node has the least bound (the deeper one on a tie)."""
+        tops = [(heap[0][0], -depth) for depth, heap in self.levels.items() if heap]
+        return -min(tops)[1] if tops else None
+
+    def tokens(self) -> list[int]:
+        """The tree in preorder: an expanded node's branch stage then its children; n for a leaf."""
+        n = self.space.n
+        out: list[int] = []
+        stack = [0]
+        while stack:
+            node = stack.pop()
+            if node not in self.branch:
+                out.append(n)
+                continue
+            out.append(self.branch[node])
+            stack.extend(reversed([self.child.get((node, int(k)), -1) for k in self.kids[node]]))
+        return out
+
+    def certificate(self) -> dict:
+        frontier = [[[[int(i), int(k)] for i, k in zip(self.stages[node], self.slots[node])], float(b)]
+                    for b, node in heapq.nsmallest(FRONTIER_LISTED, self.open_entries())]
+        return {"bound": float(self.least()), "tree": encode_tree(self.tokens()), "open_nodes": self.pending(),
+                "frontier": frontier}
+
+
+def _prune_threshold(space: Space, upper: float) -> float:
+    """The least bound whose rounded value already meets the incumbent under the tolerance rule: a
+    node at or above it holds no better plan (with integer data: none better by 1 or more)."""
+    if not math.isfinite(upper):
+        return math.inf
+    candidates = [upper - 1.0 + 4e-6 * abs(upper) + 1e-9] if space.integral else []
+    candidates += [upper - 0.25e-6 * abs(upper), upper]
+    for value in candidates:
+        if at_most(upper, space.rounded(value)):
+            return value
+    return upper
+
+
+def branch_stages(space: Space, stages: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """For each node (row of fixed stages), the free stage with the most weight to the fixed
+    stages, then the most weight overall (at the root: the heaviest stage, whose slot the grid
+    symmetries restrict most)."""
+    B = stages.shape[0]
+    fixed = np.zeros((B, space.n), dtype=bool)
+    fixed[np.arange(B)[:, None], stages] = True
+    to_fixed = np.where(fixed, -np.inf, fixed.astype(float) @ space.C)
+    return np.lexsort((-np.broadcast_to(total, to_fixed.shape), -to_fixed), axis=1)[:, 0]
+
+
+class Search:
+    def __init__(self, inst: PlacementInstance, options: SolveOptions):
+        self.inst, self.options = inst, options
+        self.best = Incumbent()
+        self.threshold = math.inf           # children bounded at or above it are pruned
+        self.started = time.monotonic()
+        self._last_progress = 0.0
+
+    # --- incumbent -----------------------------------------------------------------------------
+    def better(self, value: float) -> bool:
+        """Better than the incumbent beyond the tolerance rule."""
+        return value < self.best.value and (math.isinf(self.best.value) or not at_most(self.best.value, value))
+
+    def offer(self, space: Space, slot_of_stage: np.ndarray, value: float | None = None) -> None:
+        fit = space.fit
+        if value is None:
+            value = fit.one(slot_of_stage)
+        if self.better(value):
+            self.best = Incumbent(float(value), space.layout.plan(slot_of_stage))
+            self.options.incumbent(self.best.plan)
+
+    def improve(self, space: Space, slot_of_stage: np.ndarray) -> None:
+        """Exact swap descent on the base objective from a new incumbent (kept if the full
+        objective improves)."""
+        fit = space.fit
+        used = set(int(k) for k in slot_of_stage)
+        perm = np.array(list(slot_of_stage) + [k for k in range(space.m) if k not in used])
+        for _ in range(4 * space.n * space.n):
+            delta, r, s = fit.best_base_swap(perm)
+            if delta >= -1e-9:
+                break
+            perm[r], perm[s] = perm[s], perm[r]
+        self.offer(space, perm[:space.n])
+
+    def warm_start(self, spaces: list[Space]) -> None:
+        plan = self.options.warm_start
+        if not plan:
+            return
+        tile = tuple(plan.get("tile", self.inst.tiles[0]))
+        for space in spaces:
+            if space.layout.tile == tile:
+                try:
+                    slots = np.array([space.layout.index[tuple(s)] for s in plan["assignment"]])
+                except (KeyError, TypeError):
+                    return
+                if len(slots) == space.n and len(set(slots.tolist())) == space.n:
+                    self.offer(space, slots)
+                return
+
+    # --- one tile shape ------------------------------------------------------------------------
+    def search(self, space: Space, deadline: float | None) -> TileSearch:
+        tree = TileSearch(space)
+        total = space.C.sum(axis=1)
+        tree.stages.append(())
+        tree.slots.append(())
+        tree.levels[0] = [(root_bound(space), 0)]
+        self.threshold = _prune_threshold(space, self.best.value)
+        while tree.pending():
+            if self.options.stopped() or (deadline is not None and time.monotonic() >= deadline):
+                break
+            if tree.dive:
+                bound, _, node = tree.dive.pop()
+                nodes = [node] if self.still_open(tree, bound) else []
+            else:
+                heap = tree.levels[tree.best_level()]
+                nodes = []
+                while heap and len(nodes) < BATCH:
+                    bound, node = heapq.heappop(heap)
+                    if self.still_open(tree, bound):
+                        nodes.append(node)
+            if nodes:
+                self.expand(space, tree, nodes, total)
+            self._progress(space, tree)
+        return tree
+
+    def still_open(self, tree: TileSearch, bound: float) -> bool:
+        """A node popped with a bound the incumbent has reached since is a pruned leaf."""
+        if bound < self.threshold:
+            return True
+        tree.closed_least = min(tree.closed_least, bound)
+        return False
+
+    def expand(self, space: Space, tree: TileSearch, nodes: list[int], total: np.ndarray) -> None:
+        """Expand open nodes of one depth: each branches on its stage (branch_stages) over its kids
+        (Space.kids); the nodes whose kids are all their free slots are bounded in one batch. The
+        children's completions are offered as incumbents before any child is kept or pruned."""
+        stages = np.array([tree.stages[node] for node in nodes], dtype=int).reshape(len(nodes), -1)
+        slots = np.array([tree.slots[node] for node in nodes], dtype=int).reshape(len(nodes), -1)
+        for node in nodes:
+            tree.stages[node] = tree.slots[node] = None      # an expanded node lives on in the tree only
+        branches = branch_stages(space, stages, total)
+        kids = [space.kids(list(st), list(sl)) for st, sl in zip(stages, slots)]
+        full = [k for k in range(len(nodes)) if len(kids[k]) == space.m - stages.shape[1]]
+        results = {}
+        if full:
+            bounds, exact, completions = space.children_batch(stages[full], slots[full], branches[full],
+                                                              np.array([kids[k] for k in full]), self.threshold)
+            results = {k: (bounds[j], exact[j], completions[j]) for j, k in enumerate(full)}
+        for k in range(len(nodes)):
+            if k not in results:                               # symmetry leaves fewer kids
+                results[k] = space.children(list(stages[k]), list(slots[k]), branches[k], kids[k], self.threshold)
+        completed = [c for k in range(len(nodes)) for c, b in zip(results[k][2], results[k][0])
+                     if c is not None and b < self.threshold]
+        if completed:   # a completion costs at least its child's bound: only these can improve
+            P = np.array(completed)
+            values = space.fit(P)
+            a = int(np.argmin(values))
+            if self.better(float(values[a])):
+                self.offer(space, P[a], float(values[a]))
+                self.improve(space, P[a])
+                self.threshold = _prune_threshold(space, self.best.value)
+        for k, node in enumerate(nodes):
+            self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], *results[k][:2])
+
+    def record(self, tree: TileSearch, node: int, stages: list, slots: list, branch: int, kids: np.ndarray,
+               bounds: np.ndarray, exact: np.ndarray) -> None:
+        """Enter an expanded node's children in the tree: those that may hold a better plan as
+        open nodes (best first, or depth first beyond MAX_OPEN), the others as closed leaves."""
+        n = tree.space.n
+        tree.expanded += 1
+        tree.bounded += len(kids)
+        tree.lap_solved += int(exact.sum()) if len(stages) < n - 1 else 0
+        tree.branch[node], tree.kids[node] = branch, kids.tolist()
+        depth = len(stages) + 1
+        kept = []
+        for a, k in enumerate(kids.tolist()):
+            b = float(bounds[a])
+            if depth == n or b >= self.threshold:
+                tree.closed_least = min(tree.closed_least, b)
+                continue
+            child = len(tree.stages)
+            tree.stages.append(tuple(stages) + (branch,))
+            tree.slots.append(tuple(slots) + (k,))
+            tree.child[node, k] = child
+            kept.append((b, child))
+        if tree.dive or tree.pending() + len(kept) > MAX_OPEN:
+            tree.dive.extend(sorted(((b, -depth, child) for b, child in kept), reverse=True))
+        else:
+            heap = tree.levels.setdefault(depth, [])
+            for entry in kept:
+                heapq.heappush(heap, entry)
+
+    def _progress(self, space: Space, tree: TileSearch) -> None:
+        now = time.monotonic()
+        if now - self._last_progress < PROGRESS_EVERY_S:
+            return
+        self._last_progress = now
+        lay = space.layout
+        progress_bounds(self.options, f"bnb tile {lay.tile[0]}x{lay.tile[1]}, {tree.expanded} nodes, "
+                                      f"{tree.pending()} open", self.best.value, space.rounded(tree.least()))
+
+
+def _name(space: Space) -> str:
+    return f"{space.layout.tile[0]}x{space.layout.tile[1]}"
+
+
+def bnb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
+    """Branch and bound over stage-to-slot assignments with Gilmore-Lawler bounds (see module doc)."""
+    search = Search(inst, options)
+    spaces = [Space(inst, lay) for lay in inst.layouts]
+    search.warm_start(spaces)
+    roots = [root_bound(space) for space in spaces]
+    order = sorted(range(len(spaces)), key=lambda k: roots[k])
+    tiles, stats = {}, {}
+    for position, k in enumerate(order):
+        space = spaces[k]
+        name = _name(space)
+        if options.stopped():
+            break
+        left = options.remaining()
+        deadline = None if left is None else time.monotonic() + left / (len(order) - position)
+        tree = search.search(space, deadline)
+        tiles[name] = tree.certificate()
+        stats[name] = {"nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": tree.lap_solved,
+                       "open": tree.pending(), "root_bound": space.rounded(roots[k]),
+                       "bound": space.rounded(tree.least()), "proven": not tree.pending()}
+    # a tile shape not searched (time ran out) keeps its root Gilmore-Lawler bound
+    values = [space.rounded(tiles[name]["bound"] if name in tiles else root)
+              for space, name, root in zip(spaces, (_name(s) for s in spaces), roots)]
+    bound = min(values) if values else None
+    if search.best.plan is not None and bound is not None:
+        bound = min(bound, search.best.value)
+    proven = len(tiles) == len(spaces) and all(s["proven"] for s in stats.values())
+    status = "optimal" if proven and search.best.plan is not None else (
+        "feasible" if search.best.plan is not None else "unknown")
+    certificate = Bound(bound, CERTIFICATE, "bnb-frontier", {"tiles": tiles}) if bound is not None else None
+    options.incumbent(search.best.plan, certificate)
+    return MethodResult(search.best.plan, status, certificate, "wafopt bnb (Gilmore-Lawler, scipy LAP)",
+                        stats={"layouts": stats, "time_s": round(time.monotonic() - search.started, 3)})

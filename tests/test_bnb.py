@@ -1,0 +1,322 @@
+"""Placement branch and bound: exact against brute force, bounds never above a plan, certificates
+that re-derive (and tampered ones that do not), time limits and Ctrl-C."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from itertools import permutations
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from wafopt.compose.runner import run
+from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import CertificateError
+from wafopt.models.placement_bnb import bnb
+from wafopt.problems import evaluate, load, parse_instance
+from wafopt.problems.placement.branch_bound import Space, check_bnb_frontier, decode_tree, encode_tree, root_bound
+
+ROOT = Path(__file__).resolve().parents[1]
+QAPLIB = ROOT / "instances" / "placement" / "qaplib"
+TOL = 1e-6
+
+
+def loaded(**fields):
+    return parse_instance({"problem": "placement", **fields}, "test.yaml")
+
+
+def chain(n, volumes=None):
+    volumes = volumes or [float(k + 2) for k in range(n - 1)]
+    return [[i, i + 1, v] for i, v in enumerate(volumes)] + [[i + 1, i, v] for i, v in enumerate(volumes)]
+
+
+def usable(inst, tile):
+    h, w = tile
+    return [(a, b) for a in range(inst.mesh.rows // h) for b in range(inst.mesh.cols // w)
+            if all(inst.mesh.is_healthy((a * h + i, b * w + j)) for i in range(h) for j in range(w))]
+
+
+def plans(inst):
+    """Every plan of the instance (all tile shapes, all injective assignments to usable slots),
+    written from the problem statement rather than from the solver's data structures."""
+    for tile in inst.tiles:
+        for assign in permutations(usable(inst, tile), inst.stages):
+            yield {"tile": list(tile), "assignment": [list(s) for s in assign]}
+
+
+def brute_force(inst) -> float:
+    """The least full Eq. 2 objective over every plan: through the evaluator when routing
+    conflicts count (Mem_pairs), else sum of volume x hops between representative dies in numpy."""
+    if inst.pairs:
+        return min(evaluate("placement", inst, plan).objective for plan in plans(inst))
+    best = np.inf
+    i, j = np.nonzero(inst.flow)
+    for h, w in inst.tiles:
+        slots = usable(inst, (h, w))
+        if len(slots) < inst.stages:
+            continue
+        reps = [(a * h + (h - 1) // 2, b * w + (w - 1) // 2) for a, b in slots]
+        D = np.array([[inst.mesh.distance(p, q) for q in reps] for p in reps], dtype=float)
+        P = np.array(list(permutations(range(len(slots)), inst.stages)))
+        best = min(best, float((D[P[:, i], P[:, j]] @ inst.flow[i, j]).min()))
+    return best
+
+
+def solve_direct(inst, time_limit=30.0, warm_start=None):
+    options = SolveOptions(time_limit=time_limit, quiet=True, warm_start=warm_start).start()
+    return bnb(inst, options)
+
+
+rng = np.random.default_rng(11)
+dense = rng.integers(0, 6, size=(6, 6))
+np.fill_diagonal(dense, 0)
+TINY = {
+    "1x1-dense-n6": dict(mesh={"rows": 2, "cols": 4}, tile=[1, 1], flow_matrix=dense.tolist()),
+    "1x1-n7": dict(mesh={"rows": 3, "cols": 3}, tile=[1, 1], flows=chain(7) + [[0, 4, 3.5], [2, 6, 1.25]]),
+    "1x1-fault-n6": dict(mesh={"rows": 3, "cols": 3, "faulty_dies": [[1, 1]]}, tile=[1, 1],
+                         flows=chain(6, [5.0, 1.0, 4.0, 2.0, 3.0]) + [[0, 3, 2.0], [1, 4, 1.5]]),
+    "1x1-faulty-link-n5": dict(mesh={"rows": 3, "cols": 3, "faulty_links": [[[0, 1], [1, 1]], [[1, 0], [1, 1]]]},
+                               tile=[1, 1], flows=chain(5) + [[0, 4, 2.0]]),
+    "1x2-n5": dict(mesh={"rows": 3, "cols": 6}, tile=[1, 2], flows=chain(5, [3.0, 1.0, 2.0, 7.0]) + [[0, 2, 4.0]]),
+    "1x2-fault-n5": dict(mesh={"rows": 2, "cols": 6, "faulty_dies": [[1, 4]]}, tile=[1, 2],
+                         flows=chain(5) + [[4, 0, 1.0]]),
+    "2x2-n5": dict(mesh={"rows": 4, "cols": 6}, tile=[2, 2], flows=chain(5, [1.0, 9.0, 2.0, 3.0])),
+    "2x2-fault-n4": dict(mesh={"rows": 6, "cols": 4, "faulty_dies": [[2, 3]]}, tile=[2, 2],
+                         flows=chain(4) + [[0, 3, 6.0]]),
+    "shapes-n3": dict(mesh={"rows": 2, "cols": 4}, tile=[[1, 2], [2, 1]], flows=chain(3) + [[0, 2, 1.0]]),
+    # Mem_pairs: the full objective pays routing conflicts (Eq. 2 gamma)
+    "pairs-n5": dict(mesh={"rows": 2, "cols": 3}, tile=[1, 1], flows=chain(5, [4.0, 1.0, 3.0, 2.0]),
+                     pairs=[[0, 4, 3.0], [0, 2, 5.0]]),
+    "pairs-fault-n5": dict(mesh={"rows": 3, "cols": 3, "faulty_dies": [[0, 0]]}, tile=[1, 1],
+                           flows=chain(5, [2.0, 1.0, 3.0, 1.0]), pairs=[[0, 3, 4.0], [1, 4, 2.0]]),
+    "pairs-faulty-link-n4": dict(mesh={"rows": 2, "cols": 4, "faulty_links": [[[0, 1], [0, 2]]]}, tile=[1, 1],
+                                 flows=chain(4), pairs=[[0, 3, 2.0]]),
+    "pairs-2x2-n4": dict(mesh={"rows": 4, "cols": 6, "faulty_dies": [[3, 5]]}, tile=[[2, 2], [1, 2]],
+                         flows=chain(4, [1.0, 2.0, 1.0]), pairs=[[0, 3, 4.0], [1, 2, 1.0]]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TINY))
+def test_bnb_matches_brute_force(case):
+    lo = loaded(**TINY[case])
+    optimum = brute_force(lo.instance)
+    result = solve_direct(lo.instance)
+    assert result.status == "optimal"
+    assert evaluate("placement", lo.instance, result.plan).objective == pytest.approx(optimum, abs=TOL)
+    assert result.bound.value == pytest.approx(optimum, rel=1e-6, abs=TOL)
+    assert result.bound.kind == "bnb-frontier" and result.bound.provenance == "certificate"
+    data = json.loads(json.dumps(result.bound.data))                        # as stored in a solution file
+    assert check_bnb_frontier(lo.instance, data) >= result.bound.value - TOL
+
+
+def test_pairs_case_needs_the_full_objective():
+    """On the Mem_pair case the base optimum is below the full one: bnb proves the full one."""
+    lo = loaded(**TINY["pairs-n5"])
+    base = min(evaluate("placement", lo.instance, p).details["base_objective"] for p in plans(lo.instance))
+    assert brute_force(lo.instance) > base + 1.0
+
+
+def test_runner_with_the_ga_start_is_optimal_and_certified():
+    lo = loaded(**TINY["pairs-fault-n5"])
+    sol = run(lo, "bnb", SolveOptions(time_limit=10, quiet=True))
+    assert sol.status == "optimal"
+    assert sol.objective == pytest.approx(brute_force(lo.instance), abs=TOL)
+    assert sol.bound_provenance == "certificate" and sol.bound_kind == "bnb-frontier"
+
+
+# --- bounds never above a plan (property tests) ---------------------------------------------------
+
+@st.composite
+def tiny_instances(draw):
+    rows, cols = draw(st.sampled_from([(2, 3), (3, 3), (2, 4)]))
+    n = draw(st.integers(3, 5))
+    faulty = draw(st.sampled_from([[], [[0, 0]], [[1, 1]]]))
+    if rows * cols - len(faulty) < n:
+        faulty = []
+    flows = [[i, j, draw(st.integers(1, 9))] for i in range(n) for j in range(n)
+             if i != j and draw(st.booleans())]
+    if not flows:
+        flows = [[0, 1, 1]]
+    pairs = []
+    if draw(st.booleans()):
+        s, h = draw(st.sampled_from([(a, b) for a in range(n) for b in range(n) if a != b]))
+        pairs = [[s, h, draw(st.integers(1, 5))]]
+    return loaded(mesh={"rows": rows, "cols": cols, "faulty_dies": faulty}, tile=[1, 1], stages=n,
+                  flows=flows, pairs=pairs).instance
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(inst=tiny_instances(), data=st.data())
+def test_child_bound_never_above_its_best_completion(inst, data):
+    """A node's bound (Gilmore-Lawler + fixed cost + fixed routing conflicts) is at most the full
+    objective of every plan that completes it."""
+    space = Space(inst, inst.layouts[0])
+    n, m = space.n, space.m
+    depth = data.draw(st.integers(0, n - 1))
+    order = data.draw(st.permutations(range(n)))
+    stages = list(order[:depth])
+    slots = list(data.draw(st.permutations(range(m)))[:depth])
+    branch = order[depth]
+    kids = np.array(sorted(set(range(m)) - set(slots)))
+    bounds, exact, _ = space.children(stages, slots, branch, kids)
+    fixed = dict(zip(stages, slots))
+    free = [i for i in range(n) if i not in fixed and i != branch]
+    for a, k in enumerate(kids):
+        others = [s for s in range(m) if s not in slots and s != k]
+        best = np.inf
+        for rest in permutations(others, len(free)):
+            slot_of = np.empty(n, dtype=int)
+            for i, s in fixed.items():
+                slot_of[i] = s
+            slot_of[branch] = k
+            slot_of[free] = rest
+            best = min(best, space.fit.one(slot_of))
+        assert bounds[a] <= best + 1e-9 * max(1.0, best)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(inst=tiny_instances(), seconds=st.sampled_from([0.0, 0.01, 5.0]))
+def test_certified_bound_never_above_any_plan(inst, seconds):
+    """Whatever the time limit, the bound (least over the frontier) is at most the optimum, and the
+    certificate re-derives it."""
+    result = solve_direct(inst, time_limit=seconds)
+    optimum = brute_force(inst)
+    assert result.bound.value <= optimum + TOL
+    assert check_bnb_frontier(inst, json.loads(json.dumps(result.bound.data))) >= result.bound.value - TOL
+
+
+# --- QAPLIB ----------------------------------------------------------------------------------------
+
+def test_nug12_is_proven_optimal():
+    lo = load(QAPLIB / "nug12.yaml")
+    result = solve_direct(lo.instance, time_limit=120)
+    assert result.status == "optimal"
+    assert evaluate("placement", lo.instance, result.plan).objective == 578.0 == lo.known_optimum.value
+    assert result.bound.value == 578.0
+    assert check_bnb_frontier(lo.instance, result.bound.data) == 578.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, optimum", [("nug15", 1150.0), ("scr12", 31410.0), ("chr18b", 1534.0)])
+def test_qaplib_optima_are_proven(name, optimum):
+    lo = load(QAPLIB / f"{name}.yaml")
+    result = solve_direct(lo.instance, time_limit=900)
+    assert result.status == "optimal" and result.bound.value == optimum
+    assert evaluate("placement", lo.instance, result.plan).objective == optimum
+
+
+# --- the certificate ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def open_frontier():
+    """nug15 stopped early: a tree with open nodes."""
+    lo = load(QAPLIB / "nug15.yaml")
+    result = solve_direct(lo.instance, time_limit=1.5)
+    assert result.status == "feasible" and result.bound.data["tiles"]["1x1"]["open_nodes"] > 0
+    return lo.instance, result
+
+
+def test_open_frontier_rederives(open_frontier):
+    inst, result = open_frontier
+    data = json.loads(json.dumps(result.bound.data))
+    assert root_bound(Space(inst, inst.layouts[0])) <= result.bound.value <= 1150.0
+    assert check_bnb_frontier(inst, data) >= result.bound.value - TOL
+    frontier = data["tiles"]["1x1"]["frontier"]
+    assert frontier and min(b for _, b in frontier) >= data["tiles"]["1x1"]["bound"] - TOL
+
+
+def test_tampered_certificates_do_not_prove_their_bound(open_frontier):
+    inst, result = open_frontier
+    claimed = result.bound.value
+    good = result.bound.data
+    tile = good["tiles"]["1x1"]
+    tokens = decode_tree(tile["tree"], inst.stages)
+
+    raised = copy.deepcopy(good)          # a claimed bound raised above what the leaves prove
+    raised["tiles"]["1x1"]["bound"] = claimed + 50
+    assert check_bnb_frontier(inst, raised) < claimed + 50 - TOL
+
+    pruned = copy.deepcopy(good)          # the tree cut to the root: only the root bound is proven
+    pruned["tiles"]["1x1"]["tree"] = encode_tree([inst.stages])
+    assert check_bnb_frontier(inst, pruned) < claimed
+
+    cut = copy.deepcopy(good)             # a truncated tree does not cover the assignments
+    cut["tiles"]["1x1"]["tree"] = encode_tree(tokens[:-3].tolist())
+    with pytest.raises(CertificateError):
+        check_bnb_frontier(inst, cut)
+
+    lying = copy.deepcopy(good)           # a frontier node whose stored bound is raised
+    lying["tiles"]["1x1"]["frontier"][0][1] += 10
+    with pytest.raises(CertificateError):
+        check_bnb_frontier(inst, lying)
+
+    for text in ("not base64!", encode_tree([inst.stages + 5])):
+        broken = copy.deepcopy(good)
+        broken["tiles"]["1x1"]["tree"] = text
+        with pytest.raises(CertificateError):
+            check_bnb_frontier(inst, broken)
+
+
+def test_tree_round_trip():
+    tokens = [3, 0, 5, 5, 1, 5, 5, 5]
+    assert decode_tree(encode_tree(tokens), 5).tolist() == tokens
+
+
+# --- symmetry ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mesh, pairs, size", [
+    ({"rows": 3, "cols": 3}, [], 8),                                  # the square: 4 rotations x 2
+    ({"rows": 3, "cols": 3, "faulty_dies": [[1, 1]]}, [], 8),          # the centre keeps them all
+    ({"rows": 3, "cols": 3, "faulty_dies": [[0, 0]]}, [], 2),          # a corner: its diagonal only
+    ({"rows": 3, "cols": 4}, [], 4),                                  # a rectangle: reflections
+    ({"rows": 3, "cols": 3}, [[0, 2, 1.0]], 4),                       # routes: transpositions go
+])
+def test_symmetry_group_follows_faults_and_routes(mesh, pairs, size):
+    inst = loaded(mesh=mesh, tile=[1, 1], flows=chain(3), pairs=pairs).instance
+    space = Space(inst, inst.layouts[0])
+    assert len(space.group) == size
+    D = space.D
+    for g in space.group:
+        assert np.array_equal(D[np.ix_(g, g)], D)
+
+
+# --- time limits and Ctrl-C --------------------------------------------------------------------------
+
+def test_time_limit_holds_and_the_frontier_certifies():
+    lo = load(QAPLIB / "nug20.yaml")
+    started = time.monotonic()
+    sol = run(lo, "bnb", SolveOptions(time_limit=2.0, quiet=True))
+    assert time.monotonic() - started < 3.0
+    assert sol.status == "feasible" and sol.plan is not None
+    assert 2057.0 <= sol.bound <= 2570.0                                # GLB <= bound <= optimum
+    assert check_bnb_frontier(lo.instance, sol.certificate) >= sol.bound - TOL
+
+
+def test_interrupt_stops_within_two_seconds():
+    lo = load(QAPLIB / "nug20.yaml")
+    options = SolveOptions(quiet=True)
+    timer = threading.Timer(3.0, lambda: setattr(options, "interrupted", True))
+    timer.start()
+    started = time.monotonic()
+    sol = run(lo, "bnb", options)
+    timer.cancel()
+    assert time.monotonic() - started < 3.0 + 2.0
+    assert sol.stats.get("interrupted") and sol.plan is not None
+    assert sol.bound is not None and check_bnb_frontier(lo.instance, sol.certificate) >= sol.bound - TOL
+
+
+def test_depth_first_beyond_the_open_node_cap_stays_exact(monkeypatch):
+    """With few open nodes allowed, the search goes depth-first: same optimum, certificate holds."""
+    import wafopt.models.placement_bnb as placement_bnb
+
+    monkeypatch.setattr(placement_bnb, "MAX_OPEN", 5)
+    lo = loaded(**TINY["1x1-fault-n6"])
+    result = solve_direct(lo.instance)
+    assert result.status == "optimal"
+    assert result.bound.value == pytest.approx(brute_force(lo.instance), abs=TOL)
+    assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL

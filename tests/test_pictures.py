@@ -1,0 +1,115 @@
+"""Pictures: every shipped instance and a solution of every problem render to a non-empty PNG, and
+the pictures carry what they are for (readable link loads, per-stage memory bars, GA convergence)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from wafopt.compose.runner import run  # noqa: E402
+from wafopt.core.budget import SolveOptions  # noqa: E402
+from wafopt.problems import load  # noqa: E402
+from wafopt.present.pictures import DRAW, draw_recompute, draw_routing, save_picture  # noqa: E402
+from wafopt.present.show import show  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTANCES = [p for p in sorted((ROOT / "instances").rglob("*.yaml"))     # the problems with a picture
+             if any(line.strip() == f"problem: {name}" for name in DRAW for line in p.read_text().splitlines())]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def is_png(path: Path) -> bool:
+    return path.exists() and path.stat().st_size > 1000 and path.read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("path", INSTANCES, ids=[p.stem for p in INSTANCES])
+def test_every_shipped_instance_renders(path, tmp_path):
+    out = tmp_path / "picture.png"
+    info = show(str(path), None, str(out))
+    assert info["png"] == str(out) and is_png(out)
+    plt.close("all")
+
+
+# one solution per problem, made here so the test does not depend on saved files
+SOLVED = [("instances/routing/rt-temp-6x9-snake.yaml", "tcme"),
+          ("instances/recompute/rc-g4s16l4u-local.yaml", "dp"),
+          ("instances/recompute/rc-g8s48l8u-pooled.yaml", "dp"),
+          ("instances/mem_pair/mp-g8x8-16s20h-faults.yaml", "greedy"),
+          ("instances/tatp/tatp-8x8-f3-n4.yaml", "tiles"),
+          ("instances/placement/pl-llama3-70b-config3-faulty.yaml", "local"),
+          ("instances/plan/llama3-70b-config3.yaml", "uniform")]
+
+
+@pytest.mark.parametrize("instance, method", SOLVED, ids=[m + "-" + Path(i).stem for i, m in SOLVED])
+def test_every_problem_renders_a_plan(instance, method, tmp_path):
+    lo = load(ROOT / instance)
+    sol = run(lo, method, SolveOptions(time_limit=5, quiet=True))
+    assert sol.plan is not None
+    out = tmp_path / "plan.png"
+    save_picture(lo.problem, lo.instance, sol.plan, sol.stats, str(out))
+    assert is_png(out)
+    assert set(DRAW) >= {"plan", "placement", "recompute", "mem_pair", "tatp", "routing"}
+
+
+def test_routing_labels_are_link_loads_not_sources():
+    lo = load(ROOT / "instances/routing/rt-temp-6x9-snake.yaml")
+    sol = run(lo, "tcme", SolveOptions(time_limit=5, quiet=True))
+    fig, ax = plt.subplots()
+    draw_routing(lo.instance, sol.plan, ax)
+    texts = [t.get_text() for t in ax.texts]
+    plt.close(fig)
+    assert texts and "s" not in texts
+    shares = [int(t) for t in texts]
+    assert max(shares) == 100 and min(shares) >= 0    # percent of the peak, the peak labelled 100
+
+
+def test_recompute_bars_per_stage_against_capacity():
+    lo = load(ROOT / "instances/recompute/rc-g4s16l4u-local.yaml")
+    inst = lo.instance
+    full = {"x": [[s.layers] * len(inst.units) for s in inst.stages]}
+    fig, ax = plt.subplots()
+    draw_recompute(inst, full, ax)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    capacity_lines = [line for line in ax.get_lines() if line.get_label() == "DRAM capacity" or
+                      line.get_ydata()[0] in [s.capacity for s in inst.stages]]
+    bars = [p for p in ax.patches if p.get_height() > 0]
+    plt.close(fig)
+    assert "model state" in labels and "recomputed (not kept)" in labels and "DRAM capacity" in labels
+    assert "activations kept" not in labels                   # full recomputation keeps none
+    assert len(capacity_lines) == len(inst.stages)
+    assert len(bars) == 2 * len(inst.stages)                   # state and recomputed per stage
+
+
+def test_ga_solution_adds_its_convergence(tmp_path):
+    lo = load(ROOT / "instances/placement/qaplib/nug12.yaml")
+    sol = run(lo, "ga", SolveOptions(time_limit=2, quiet=True))
+    per_generation = sol.stats["layouts"]["1x1"]["per_generation"]
+    assert len(per_generation["best"]) == len(per_generation["mean"]) >= 1
+    assert all(m >= b for b, m in zip(per_generation["best"], per_generation["mean"]))
+    assert all(b2 <= b1 for b1, b2 in zip(per_generation["best"], per_generation["best"][1:]))
+    out = tmp_path / "ga.png"
+    save_picture("placement", lo.instance, sol.plan, sol.stats, str(out))
+    assert is_png(out)
+
+
+def test_sixteen_by_sixteen_plan_labels_each_stage_once(tmp_path):
+    """On a 16 x 16 wafer every pipeline stage's tile carries one label (not one per die)."""
+    scenario = tmp_path / "big.yaml"
+    scenario.write_text("problem: plan\nwafer: {preset: watos-config1, rows: 16, cols: 16}\nmodel: gpt3-175b\n"
+                        "training: {seq: 2048, micro_batch: 1, global_batch: 256, states: watos14}\n"
+                        "parallel: {tp: 4, pp: 16, dp: 4}\n")
+    lo = load(scenario)
+    sol = run(lo, "uniform", SolveOptions(quiet=True))
+    fig, ax = plt.subplots()
+    DRAW["plan"](lo.instance, sol.plan, ax)
+    labels = [t.get_text() for t in ax.texts]
+    plt.close(fig)
+    assert len(labels) == 64 and len(set(labels)) == 64        # 4 replicas x 16 stages, once each
+    out = tmp_path / "big.png"
+    save_picture("plan", lo.instance, sol.plan, sol.stats, str(out))
+    assert is_png(out)

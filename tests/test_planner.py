@@ -1,0 +1,403 @@
+"""The joint planner (`--method plan`): brute force on tiny scenarios, the certified layout bound
+against random feasible plans, pruning, workers, faults, and its certificate."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import wafopt
+from wafopt.core.budget import SolveOptions
+from wafopt.core.numeric import at_most, close
+from wafopt.problems import evaluate, load, parse_instance
+from wafopt.problems.plan.instance import Fixed
+from wafopt.problems.plan.layout_bound import layout_bound, layout_space, quick_bound, refine
+from wafopt.problems.plan.layouts import serpentine_slots, tile_dies, tile_shapes
+from wafopt.workload.operators import SCHEMES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A 4-layer model on a 2 x 4 wafer: global batch 11 (prime) leaves dp = 1.
+TINY = {"problem": "plan", "name": "tiny-2x4",
+        "wafer": {"rows": 2, "cols": 4, "die_tflops": 100, "dram_gb": 0.04, "dram_bw_tbps": 1, "link_bw_tbps": 0.5},
+        "model": {"layers": 4, "hidden": 256, "heads": 4, "ffn_hidden": 1024, "vocab": 1000},
+        "training": {"seq": 128, "micro_batch": 1, "global_batch": 11}}
+
+
+def tiny(**parallel):
+    data = copy.deepcopy(TINY)
+    if parallel:
+        data["parallel"] = parallel
+    return parse_instance(data)
+
+
+def solve(instance, **kwargs):
+    return wafopt.solve(instance, "plan", **kwargs)
+
+
+# --- brute force ------------------------------------------------------------------------------------
+
+def tile_plans(scenario, par):
+    """Every plan of the planner's tile space for `par`: each tile shape, each assignment of the
+    stages to usable tiles, each TP scheme, no recomputation, no offloading."""
+    mesh = scenario.mesh()
+    schemes = SCHEMES if par.tp > 1 else SCHEMES[:1]
+    for h, w in tile_shapes(par.tp, mesh):
+        slots = serpentine_slots(mesh, h, w)
+        for chosen in itertools.permutations(slots, par.pp * par.dp):
+            it = iter(chosen)
+            pipes = [[[list(d) for d in tile_dies(next(it), h, w)] for _ in range(par.pp)] for _ in range(par.dp)]
+            for scheme in schemes:
+                yield {"tp": par.tp, "pp": par.pp, "dp": par.dp, "tile": [h, w], "pipelines": pipes,
+                       "tp_scheme": scheme}
+
+
+def ring_plans(scenario, par):
+    """pp = dp = 1: every set of tp healthy dies in every cyclic order (up to rotation and reversal)."""
+    mesh = scenario.mesh()
+    for dies in itertools.combinations(sorted(mesh.healthy_dies), par.tp):
+        first, rest = dies[0], dies[1:]
+        for order in itertools.permutations(rest):
+            if order and order[0] > order[-1]:
+                continue   # the reversed ring is the same ring
+            ring = [list(first)] + [list(d) for d in order]
+            for scheme in SCHEMES:
+                yield {"tp": par.tp, "pp": 1, "dp": 1, "pipelines": [[ring]], "tp_scheme": scheme}
+
+
+def brute_force(scenario):
+    """{layout: least evaluated objective} over the brute-force space of every layout."""
+    best = {}
+    for par in layout_space(scenario):
+        plans = tile_plans(scenario, par) if tile_shapes(par.tp, scenario.mesh()) else (
+            ring_plans(scenario, par) if par.pp * par.dp == 1 else iter(()))
+        for plan in plans:
+            ev = evaluate("plan", scenario, plan)
+            key = (par.tp, par.pp, par.dp)
+            if ev.feasible and (key not in best or ev.objective < best[key]):
+                best[key] = ev.objective
+    return best
+
+
+def check_against_brute_force(loaded):
+    best = brute_force(loaded.instance)
+    assert best, "the brute force found no feasible plan"
+    optimum_layout = min(best, key=best.get)
+    result = solve(loaded, seed=0)
+    assert result.objective is not None
+    assert close(result.objective, best[optimum_layout]), (result.objective, best[optimum_layout], optimum_layout)
+    assert at_most(result.bound.value, result.objective)
+    rows = {(r["tp"], r["pp"], r["dp"]): r for r in result.solution.stats["candidates"]}
+    for key, value in best.items():   # every layout bound is below every plan of that layout
+        assert rows[key]["bound"] is not None and at_most(rows[key]["bound"], value), (key, rows[key], value)
+    row = rows[optimum_layout]        # pruning never removes the optimum's layout
+    assert row["status"] in ("solved", "optimal for its layout") or at_most(result.objective, row["bound"])
+    return result
+
+
+def test_brute_force_agrees_on_a_2x4_wafer_with_tp_fixed():
+    result = check_against_brute_force(tiny(tp=2))
+    assert {r["tp"] for r in result.solution.stats["candidates"]} == {2}
+
+
+@pytest.mark.slow
+def test_brute_force_agrees_on_the_whole_space_of_a_2x4_wafer():
+    check_against_brute_force(tiny())
+
+
+def test_infeasible_layouts_are_proven_and_never_composed():
+    result = solve(tiny())
+    rows = result.solution.stats["candidates"]
+    infeasible = [r for r in rows if r["status"] == "infeasible"]
+    assert infeasible and all(r["bound"] is None and r["note"] for r in infeasible)
+    assert all(r["objective"] is None for r in infeasible)
+    # tp = pp = 1 cannot hold the model state on one 40 MB die
+    assert any((r["tp"], r["pp"]) == (1, 1) for r in infeasible)
+
+
+def test_partial_parallel_fixes_what_it_names():
+    loaded = tiny(pp=2)
+    assert loaded.instance.parallel is None and loaded.instance.fixed == Fixed(None, 2, None)
+    result = solve(loaded)
+    assert result.plan["pp"] == 2
+    assert all(r["pp"] == 2 for r in result.solution.stats["candidates"])
+    other = dict(result.plan, pp=1, pipelines=[[result.plan["pipelines"][0][0]]], recompute=None, offload=[])
+    ev = evaluate("plan", loaded.instance, other)
+    assert not ev.feasible and any("fixes pp=2" in v for v in ev.violations)
+    full = tiny(tp=2, pp=2)   # tp and pp given: a fixed layout, as before
+    assert full.instance.parallel is not None and (full.instance.parallel.tp, full.instance.parallel.pp) == (2, 2)
+
+
+# --- the bound against random feasible plans --------------------------------------------------------
+
+SHIPPED = ["gpt3-175b-config3", "gpt3-6.7b-config3-dp", "llama3-70b-config3", "llama3-70b-config3-faulty"]
+
+
+def free(name):
+    loaded = load(ROOT / "instances" / "plan" / f"{name}.yaml")
+    return replace(loaded.instance, parallel=None, fixed=Fixed())
+
+
+def random_plan(scenario, par, rng):
+    """A random plan of layout `par`: random tiles or scattered dies in random order, a random
+    scheme and random recomputation per stage, and the overflow paired with random helpers."""
+    mesh = scenario.mesh()
+    healthy = list(mesh.healthy_dies)
+    shapes = [(h, w) for h, w in tile_shapes(par.tp, mesh) if len(serpentine_slots(mesh, h, w)) >= par.pp * par.dp]
+    if shapes and rng.random() < 0.7:   # random tiles in random order (scattered dies cost more to evaluate)
+        h, w = shapes[int(rng.integers(len(shapes)))]
+        slots = serpentine_slots(mesh, h, w)
+        chosen = iter(rng.permutation(len(slots))[:par.pp * par.dp])
+        pipes = [[[list(d) for d in tile_dies(slots[int(next(chosen))], h, w)] for _ in range(par.pp)]
+                 for _ in range(par.dp)]
+    else:
+        order = iter(rng.permutation(len(healthy))[:par.dies])
+        pipes = [[[list(healthy[int(next(order))]) for _ in range(par.tp)] for _ in range(par.pp)]
+                 for _ in range(par.dp)]
+    if rng.random() < 0.1:   # mixed schemes (each mix builds its own workload: kept rare for speed)
+        schemes = [SCHEMES[int(rng.integers(len(SCHEMES)))] for _ in range(par.pp)]
+    else:
+        schemes = [SCHEMES[int(rng.integers(len(SCHEMES)))]] * par.pp
+    work = scenario.workload(par, tuple(schemes))
+    recompute = []
+    for st in work.stages:
+        if rng.random() < 0.15:
+            recompute.append("full")
+        else:
+            dense = rng.random()
+            recompute.append([int(rng.integers(0, st.layers + 1)) if u.recomputable and rng.random() < dense else 0
+                              for u in st.units])
+    capacity = scenario.wafer.dram_capacity
+    used = {}
+    for pipe in pipes:
+        for i, stage in enumerate(pipe):
+            for d in stage:
+                used[tuple(d)] = work.stages[i].memory_bytes(recompute[i])
+    spare = {d: capacity - used.get(d, 0.0) for d in mesh.healthy_dies}
+    offload = []
+    for sender, mem in sorted(used.items()):
+        over = mem - capacity
+        if over <= 0:
+            continue
+        for k in rng.permutation(len(healthy)):
+            helper = healthy[k]
+            if helper == sender or spare[helper] <= 0:
+                continue
+            moved = min(over, spare[helper] * 0.999)
+            offload.append({"sender": list(sender), "helper": list(helper), "bytes": moved})
+            spare[helper] -= moved
+            over -= moved
+            if over <= 0:
+                break
+    return {"tp": par.tp, "pp": par.pp, "dp": par.dp, "pipelines": pipes, "tp_scheme": schemes,
+            "recompute": recompute, "offload": offload}
+
+
+def random_layouts(scenario, rng, count: int) -> list:
+    """`count` random layouts of the scenario's space that the bound does not prove infeasible."""
+    space = layout_space(scenario)
+    out = []
+    for k in rng.permutation(len(space)):
+        bound = layout_bound(scenario, space[int(k)])
+        if bound.feasible:
+            out.append((space[int(k)], bound))
+            if len(out) == count:
+                break
+    return out
+
+
+def random_feasible_plans(count: int, seed: int, layouts_per_scenario: int = 12):
+    """`count` random plans the evaluator accepts, on random layouts of the shipped scenarios
+    (a plan that does not fit is drawn again with full recomputation where a die overflows)."""
+    rng = np.random.default_rng(seed)
+    pools = [(scenario, random_layouts(scenario, rng, layouts_per_scenario))
+             for scenario in (free(name) for name in SHIPPED)]
+    checked = 0
+    while checked < count:
+        scenario, pool = pools[int(rng.integers(len(pools)))]
+        par, bound = pool[int(rng.integers(len(pool)))]
+        plan = random_plan(scenario, par, rng)
+        ev = evaluate("plan", scenario, plan)
+        if not ev.feasible:
+            continue
+        checked += 1
+        yield scenario, par, plan, ev.objective, bound
+
+
+def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
+    count = 0
+    refined = {}
+    for scenario, par, plan, objective, bound in random_feasible_plans(1000, seed=7):
+        assert at_most(bound.value, objective), (par, bound.value, objective)          # full tier
+        assert at_most(quick_bound(scenario, par).value, objective), par                # quick tier
+        key = (id(scenario), par)
+        if key not in refined:   # the LP-refined tier, on the first plan of each layout
+            refined[key] = refine(layout_bound(scenario, par)).value
+        assert at_most(refined[key], objective), (par, refined[key], objective)
+        count += 1
+    assert count == 1000
+
+
+@pytest.mark.slow
+def test_no_random_feasible_plan_is_below_the_certified_layout_bound_long():
+    for scenario, par, plan, objective, bound in random_feasible_plans(5000, seed=11):
+        assert at_most(bound.value, objective), (par, bound.value, objective)
+
+
+def test_layouts_that_cannot_fit_even_pooled_are_infeasible_for_every_plan():
+    scenario = free("gpt3-175b-config3")
+    rng = np.random.default_rng(3)
+    tried = 0
+    for par in layout_space(scenario):
+        if tried == 12 or layout_bound(scenario, par).feasible:
+            continue
+        tried += 1
+        plan = random_plan(scenario, par, rng)   # not even full recomputation fits such a layout
+        plan["recompute"] = ["full"] * par.pp
+        assert not evaluate("plan", scenario, plan).feasible
+    assert tried == 12
+
+
+# --- workers, faults, certificate -------------------------------------------------------------------
+
+def test_one_and_two_workers_give_the_same_result():
+    from wafopt.compose.runner import run
+
+    loaded = tiny()
+    one = run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=1))
+    two = run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=2))
+    assert one.plan == two.plan and one.objective == two.objective and one.bound == two.bound
+    assert [(r["layout"], r["status"], r["objective"]) for r in one.stats["candidates"]] == \
+        [(r["layout"], r["status"], r["objective"]) for r in two.stats["candidates"]]
+
+
+FAULTY = {"problem": "plan", "name": "tiny-faulty-3x3",
+          "wafer": {"rows": 3, "cols": 3, "die_tflops": 100, "dram_gb": 0.04, "dram_bw_tbps": 1,
+                    "link_bw_tbps": 0.5, "faulty_dies": [[1, 1]], "faulty_links": [[[0, 0], [0, 1]]]},
+          "model": {"layers": 6, "hidden": 256, "heads": 4, "ffn_hidden": 1024, "vocab": 1000},
+          "training": {"seq": 128, "micro_batch": 1, "global_batch": 11}}
+
+
+def test_a_faulty_wafer_is_planned_around_its_faults():
+    loaded = parse_instance(copy.deepcopy(FAULTY))
+    result = solve(loaded, time_limit=60)
+    assert result.status.value in ("feasible", "optimal")
+    used = {tuple(d) for pipe in result.plan["pipelines"] for stage in pipe for d in stage}
+    assert (1, 1) not in used
+    assert evaluate("plan", loaded.instance, result.plan).feasible
+    assert at_most(result.bound.value, result.objective)
+
+
+def test_certify_rederives_the_plan_bound_and_rejects_tampering(tmp_path):
+    instance_file = tmp_path / "tiny.yaml"
+    instance_file.write_text(json.dumps(TINY))
+    loaded = load(instance_file)
+    result = solve(loaded)
+    path = result.solution.write(tmp_path / "tiny.plan.json")
+    report = wafopt.certify(path)
+    assert report.verdict == "certified", report.lines
+    assert close(report.certified_bound, result.bound.value)
+
+    data = json.loads(path.read_text())
+    raised = copy.deepcopy(data)   # a bound above what the layouts prove
+    raised["bound"] = data["bound"] * 1.01
+    (tmp_path / "raised.json").write_text(json.dumps(raised))
+    assert wafopt.certify(tmp_path / "raised.json").verdict == "invalid"
+
+    forged = copy.deepcopy(data)   # one layout's bound raised inside the certificate
+    rows = forged["certificate"]["layouts"]
+    k = next(i for i, r in enumerate(rows) if r[3] is not None)
+    rows[k][3] *= 1.5
+    (tmp_path / "forged.json").write_text(json.dumps(forged))
+    assert wafopt.certify(tmp_path / "forged.json").verdict == "invalid"
+
+    dropped = copy.deepcopy(data)  # the least layout left out of the certificate
+    least = min((r for r in dropped["certificate"]["layouts"] if r[3] is not None), key=lambda r: r[3])
+    dropped["certificate"]["layouts"].remove(least)
+    (tmp_path / "dropped.json").write_text(json.dumps(dropped))
+    assert wafopt.certify(tmp_path / "dropped.json").verdict == "invalid"
+
+    hidden = copy.deepcopy(data)   # a feasible layout claimed infeasible
+    rows = hidden["certificate"]["layouts"]
+    rows[k][3] = None
+    (tmp_path / "hidden.json").write_text(json.dumps(hidden))
+    assert wafopt.certify(tmp_path / "hidden.json").verdict == "invalid"
+
+
+def test_cli_plans_a_scenario_without_parallel_and_prints_the_candidates(tmp_path, capsys):
+    from wafopt.cli import main
+
+    instance_file = tmp_path / "tiny.yaml"
+    instance_file.write_text(json.dumps(TINY))
+    out = tmp_path / "tiny.plan.json"
+    code = main(["solve", str(instance_file), "--out", str(out), "--quiet", "--workers", "1",
+                 "--plot", str(tmp_path / "conv.png")])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "candidates" in text and "pruned by bound" in text and "infeasible" in text
+    assert (tmp_path / "conv.png").stat().st_size > 0
+    stats = json.loads(out.read_text())["stats"]
+    assert stats["convergence"] and stats["candidates"]
+    assert main(["solve", str(instance_file), "--workers", "0", "--quiet", "--out", str(out)]) == 2
+
+
+def test_planner_is_never_worse_than_megatron_or_gcmr_on_a_fixed_layout():
+    loaded = tiny(tp=2, pp=4)
+    planned = solve(loaded)
+    for method in ("megatron", "gcmr"):
+        base = wafopt.solve(loaded, method)
+        if base.objective is not None:
+            assert at_most(planned.objective, base.objective), method
+
+
+def test_a_dask_cluster_gives_the_same_result_as_a_serial_run():
+    distributed = pytest.importorskip("distributed")
+    from wafopt.compose.runner import run
+
+    loaded = tiny()
+    serial = run(loaded, "plan", SolveOptions(seed=5, quiet=True, workers=1))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        remote = run(loaded, "plan", SolveOptions(seed=5, quiet=True, scheduler=cluster.scheduler_address))
+    assert remote.plan == serial.plan and remote.objective == serial.objective and remote.bound == serial.bound
+    assert remote.stats["workers"] == 1 and [r["status"] for r in remote.stats["candidates"]] == \
+        [r["status"] for r in serial.stats["candidates"]]
+
+
+def test_ctrl_c_stops_the_planner_within_2_s_and_writes_a_certifiable_plan(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    out = tmp_path / "plan.json"
+    proc = subprocess.Popen([sys.executable, "-m", "wafopt", "solve", str(ROOT / "instances" / "plan" /
+                                                                            "gpt3-175b-config3-search.yaml"),
+                             "--workers", "2", "--out", str(out), "--time-limit", "300"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seen = threading.Event()
+    lines: list[str] = []
+
+    def watch():
+        for line in proc.stderr:
+            lines.append(line)
+            if "gap" in line:   # the first composed plan with its bound
+                seen.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    assert seen.wait(240), "".join(lines[-5:])
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    proc.wait(30)
+    assert time.monotonic() - sent < 2.0 + 1.0   # 2 s, and the interpreter's exit
+    assert proc.returncode == 130
+    report = wafopt.certify(out)
+    assert report.verdict == "certified", report.lines

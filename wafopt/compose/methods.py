@@ -1,0 +1,202 @@
+"""Exact methods composed with the heuristics that give them a start.
+
+Formulations (wafopt.models) and heuristics (wafopt.heuristics) never import each other. Where an
+exact method profits from a heuristic, the wrapper here runs the heuristic on a share of the run's
+budget (`options.sub`) and hands its plan to the model as data (`options.warm_start`; `replace`
+keeps the shared Budget, so incumbents and Ctrl-C still reach the runner), or, where the exact
+algorithm calls a heuristic inside its own loop, passes the heuristic in as a function.
+The METHODS tables of the problems name these wrappers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Callable
+
+import numpy as np
+
+from wafopt.core.budget import SolveOptions
+from wafopt.core.result import MethodResult
+
+START_SHARE = 0.2            # share of the time limit a heuristic start may use
+START_S = 2.0                # its budget without a time limit
+RECOMPUTE_START_S = 0.5      # the GCMR DP start of the recompute models
+PLACEMENT_START_SHARE = 0.1  # placement: per tile shape, share of the limit for the local-search start
+PLACEMENT_START_S = 2.0      # ... and at most this
+PLACEMENT_POLISH_S = 2.0     # placement: local search on the full objective after a base-objective model
+PLACEMENT_BNB_START_S = 2.0  # placement bnb: at most this for the GA's first incumbent
+
+
+def start_seconds(options: SolveOptions, share: float = START_SHARE, default: float = START_S) -> float:
+    """The budget of a heuristic start: a share of the time limit, else `default` seconds."""
+    return default if options.time_limit is None else share * options.time_limit
+
+
+def warm_started(options: SolveOptions, start: Callable[[SolveOptions], dict | None],
+                 seconds: float) -> SolveOptions:
+    """`options` with the plan of `start(sub_options)` as warm start, unless one is given."""
+    if options.warm_start is not None:
+        return options
+    plan = start(options.sub(seconds))
+    return options if plan is None else replace(options, warm_start=plan)
+
+
+# --- recompute: the GCMR DP starts the MILP and CP-SAT ----------------------------------------------
+
+def _recompute_start(inst, options: SolveOptions) -> SolveOptions:
+    from wafopt.heuristics.recompute import dp_plan
+
+    return warm_started(options, lambda sub: dp_plan(inst, budget_s=sub.search_seconds(RECOMPUTE_START_S)),
+                        RECOMPUTE_START_S)
+
+
+def recompute_milp(inst, options: SolveOptions) -> MethodResult:
+    from wafopt.models.recompute import solve_milp
+
+    return solve_milp(inst, _recompute_start(inst, options))
+
+
+def recompute_cpsat(inst, options: SolveOptions) -> MethodResult:
+    from wafopt.models.recompute import solve_cpsat
+
+    return solve_cpsat(inst, _recompute_start(inst, options))
+
+
+# --- mem_pair: Alg. 3 greedy starts the models when the transportation optimum breaks K ----------
+
+def _mem_pair_greedy(inst, options: SolveOptions) -> dict | None:
+    """The greedy plan of Alg. 3 when there is no warm start and the transportation optimum (the
+    models' own start) breaks K; else None."""
+    from wafopt.heuristics.mem_pair import greedy_chunks
+    from wafopt.problems.mem_pair.plans import plan_of, respects_k, transport_chunks
+
+    if options.warm_start is not None:
+        return None
+    relaxed = transport_chunks(inst)
+    if relaxed is not None and respects_k(inst, relaxed):
+        return None
+    chunks = greedy_chunks(inst)
+    return plan_of(inst, chunks) if chunks is not None else None
+
+
+def mem_pair_milp(inst, options: SolveOptions) -> MethodResult:
+    """The greedy plan is the MILP's start."""
+    from wafopt.models.mem_pair import solve_milp
+
+    return solve_milp(inst, warm_started(options, lambda sub: _mem_pair_greedy(inst, sub), START_S))
+
+
+def mem_pair_cpsat(inst, options: SolveOptions) -> MethodResult:
+    """The greedy plan is the incumbent and the fallback; CP-SAT's hint stays the transportation
+    optimum (K-free), which guides its search better than the greedy plan does."""
+    from wafopt.models.mem_pair import solve_cpsat
+
+    fallback = _mem_pair_greedy(inst, options)
+    if fallback is not None:
+        options.incumbent(fallback)
+    result = solve_cpsat(inst, options)
+    if result.plan is None and fallback is not None and result.status != "infeasible":
+        result.plan, result.status = fallback, "feasible"
+        result.message = "; ".join(m for m in (result.message, "plan of the greedy (Alg. 3)") if m)
+    return result
+
+
+# --- placement: iterated local search starts each tile shape and polishes base-objective plans ----
+
+class PlacementSearch:
+    """The local search the exact placement methods call per tile shape (models.placement.LocalSearch)."""
+
+    def start(self, fit, perm: np.ndarray, options: SolveOptions) -> np.ndarray:
+        from wafopt.heuristics.placement import iterated_descent
+
+        share = min(PLACEMENT_START_S, start_seconds(options, PLACEMENT_START_SHARE, PLACEMENT_START_S))
+        seconds = options.sub(share).search_seconds()
+        rng = np.random.default_rng(options.seed)
+        return iterated_descent(fit, perm, rng, time.monotonic() + seconds, max_stall=50, stop=options.stopped)[0]
+
+    def polish(self, fit, perm: np.ndarray, options: SolveOptions) -> np.ndarray:
+        from wafopt.heuristics.placement import descend
+
+        seconds = options.sub(PLACEMENT_POLISH_S).search_seconds()
+        return descend(fit, perm, time.monotonic() + seconds, stop=options.stopped)[0]
+
+
+def placement_milp(inst, options: SolveOptions) -> MethodResult:
+    from wafopt.models.placement import milp
+
+    return milp(inst, options, PlacementSearch())
+
+
+def placement_cpsat(inst, options: SolveOptions) -> MethodResult:
+    from wafopt.models.placement import cpsat
+
+    return cpsat(inst, options, PlacementSearch())
+
+
+def placement_rlt1(inst, options: SolveOptions) -> MethodResult:
+    from wafopt.models.placement import rlt1
+
+    return rlt1(inst, options, PlacementSearch())
+
+
+def placement_bnb(inst, options: SolveOptions) -> MethodResult:
+    """Branch and bound, with the GA's plan (a share of the budget) as its first incumbent."""
+    from wafopt.heuristics.placement import ga
+    from wafopt.models.placement_bnb import bnb
+
+    seconds = min(PLACEMENT_BNB_START_S, start_seconds(options, PLACEMENT_START_SHARE, PLACEMENT_START_S))
+    return bnb(inst, warm_started(options, lambda sub: ga(inst, sub).plan, seconds))
+
+
+# --- tatp: the tiles mapping starts the models; their column search repairs relaxed solutions ---
+
+def _tatp_start(instance, options: SolveOptions) -> SolveOptions:
+    from wafopt.heuristics.tatp import tile_groups
+    from wafopt.problems.tatp.evaluate import evaluate
+    from wafopt.problems.tatp.plans import groups_plan
+
+    if options.warm_start is not None and not evaluate(instance, options.warm_start).feasible:
+        options = replace(options, warm_start=None)   # an unusable start is replaced, not kept
+    return warm_started(options, lambda sub: groups_plan(
+        tile_groups(instance, time.monotonic() + sub.search_seconds(), sub.stopped)[0]), start_seconds(options))
+
+
+def tatp_cpsat(instance, options: SolveOptions) -> MethodResult:
+    from wafopt.heuristics.tatp import complete_groups
+    from wafopt.models.tatp import solve_cpsat
+
+    return solve_cpsat(instance, _tatp_start(instance, options), complete_groups)
+
+
+def tatp_milp(instance, options: SolveOptions) -> MethodResult:
+    from wafopt.heuristics.tatp import complete_groups
+    from wafopt.models.tatp import solve_milp
+
+    return solve_milp(instance, _tatp_start(instance, options), complete_groups)
+
+
+# --- routing: TCME from XY starts the models --------------------------------------------------------
+
+def _routing_start(instance, options: SolveOptions) -> SolveOptions:
+    from wafopt.heuristics.routing import tcme_routes
+    from wafopt.problems.routing.evaluate import evaluate
+    from wafopt.problems.routing.plans import routes_plan, xy_routes
+
+    if options.warm_start is not None and not evaluate(instance, options.warm_start).feasible:
+        options = replace(options, warm_start=None)
+    return warm_started(options, lambda sub: routes_plan(
+        tcme_routes(instance, xy_routes(instance), time.monotonic() + sub.search_seconds(), sub.stopped)[0]),
+        start_seconds(options))
+
+
+def routing_milp(instance, options: SolveOptions) -> MethodResult:
+    from wafopt.models.routing import solve_milp
+
+    return solve_milp(instance, _routing_start(instance, options))
+
+
+def routing_cpsat(instance, options: SolveOptions) -> MethodResult:
+    from wafopt.models.routing import solve_cpsat
+
+    return solve_cpsat(instance, _routing_start(instance, options))

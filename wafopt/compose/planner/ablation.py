@@ -1,0 +1,79 @@
+"""The ablation of WATOS Fig. 18 in our model: what each part of the planner adds over MG-wafer.
+
+Steps, each on top of the previous one, each plan evaluated by the shared evaluator:
+- MG-wafer: Megatron on the wafer (WATOS Sec. V-A) on the baseline layout (the scenario's
+  `parallel:`, else tp 8 over all healthy dies, dp 1): serpentine tiles, full recomputation when
+  memory forces it;
+- +R: the recompute scheduler (GCMR, WATOS Alg. 2) with Alg. 3 offloading between the stage dies;
+- +M: the memory scheduler as the planner composes it on the same layout: DRAM pooled over all
+  healthy dies, the exact Mem_pair allocation, placement with Eq. 2, the TP scheme and ring routing;
+- +GA: the planner's global improvement phase on the same layout;
+- +search: the whole planner, the layout searched.
+The throughput ratio is the MG-wafer iteration time over the step's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from wafopt.core.budget import SolveOptions
+from wafopt.core.registry import method_function
+from wafopt.problems import evaluate
+from wafopt.problems.plan.instance import Fixed, Parallel, Scenario
+
+BASELINE_TP = 8   # WATOS's MG-wafer runs tp 8 (config 3: tp 8, pp 7)
+STEPS = ("MG-wafer", "+R", "+M", "+GA", "+search")
+
+
+@dataclass
+class Row:
+    step: str
+    layout: str
+    objective: float | None
+    ratio: float | None
+    bound: float | None
+    note: str
+
+
+def baseline_layout(scenario: Scenario) -> Parallel:
+    if scenario.parallel is not None:
+        return scenario.parallel
+    healthy = len(scenario.mesh().healthy_dies)
+    return Parallel(BASELINE_TP, max(1, min(scenario.llm.layers, healthy // BASELINE_TP)), 1)
+
+
+def ablation(scenario: Scenario, options: SolveOptions) -> list[Row]:
+    """One row per step (an `options.sub` budget of a share of the time limit each)."""
+    from wafopt.compose.planner import solve_planner
+
+    par = baseline_layout(scenario)
+    fixed = replace(scenario, parallel=par, fixed=Fixed(par.tp, par.pp, par.dp))
+    free = replace(scenario, parallel=None, fixed=Fixed())
+    share = None if options.time_limit is None else options.time_limit / len(STEPS)
+    runs = {
+        "MG-wafer": lambda o: method_function("plan", "megatron")(fixed, o),
+        "+R": lambda o: method_function("plan", "gcmr")(fixed, o),
+        "+M": lambda o: solve_planner(fixed, o, improve_globally=False),
+        "+GA": lambda o: solve_planner(fixed, o),
+        "+search": lambda o: solve_planner(free, o),
+    }
+    rows, base, best = [], None, None
+    for step in STEPS:
+        res = runs[step](options.sub(share))
+        objective = None
+        if res.plan is not None:
+            ev = evaluate("plan", free, res.plan)
+            objective = ev.objective if ev.feasible else None
+        # each step keeps what the steps before it found (they are part of it)
+        if best is not None and (objective is None or best[0] < objective):
+            objective, plan = best
+        elif objective is not None:
+            best = (objective, res.plan)
+        plan = best[1] if best else None
+        if step == "MG-wafer":
+            base = objective
+        layout = f"tp{plan['tp']} pp{plan['pp']} dp{plan['dp']}" if plan else "-"
+        ratio = base / objective if base and objective else None
+        bound = res.bound.value if res.bound is not None else None
+        rows.append(Row(step, layout, objective, ratio, bound, res.message[:120]))
+    return rows

@@ -1,0 +1,168 @@
+"""Where layouts are composed: in this process, on a local process pool, or on a Dask cluster.
+
+Layouts are independent, so a wave of them runs at once; results come back in the wave's order,
+whatever finishes first, so the planner's decisions (incumbent, pruning) are the same for any
+number of workers. A worker gets the scenario, the layout, the seed and its seconds, never the
+run's budget object: an interrupt stops the wave from here (pending tasks cancelled, pool
+processes terminated), and each task's own deadline bounds it otherwise.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import signal
+import time
+
+from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import InstanceError
+
+POLL_S = 0.1   # how often a waiting wave checks for Ctrl-C and the deadline
+GRACE_S = 1.0  # a task may overrun its own deadline by this much before it counts as timed out
+
+
+def compose_task(scenario, layout: tuple[int, int, int], seed: int, seconds: float):
+    """One layout composed in a worker (a fresh budget of `seconds`)."""
+    from wafopt.compose.planner.compose import compose_layout
+    from wafopt.problems.plan.instance import Parallel
+
+    options = SolveOptions(time_limit=seconds, seed=seed, quiet=True).start()
+    return compose_layout(scenario, Parallel(*layout), options)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
+
+
+def _pool(workers: int) -> cf.ProcessPoolExecutor:
+    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=_ignore_sigint)
+
+
+class Serial:
+    """Runs each task in this process with the run's own budget (shared interrupt)."""
+    workers = 1
+
+    def __init__(self, options: SolveOptions):
+        self.options = options
+
+    def run(self, scenario, layouts: list, seed: int, seconds: float, done) -> list:
+        from wafopt.compose.planner.compose import compose_layout
+        from wafopt.problems.plan.instance import Parallel
+
+        out = []
+        for k, layout in enumerate(layouts):
+            if self.options.stopped():
+                out.append(None)
+                continue
+            out.append(compose_layout(scenario, Parallel(*layout), self.options.sub(seconds)))
+            done(k, out[-1])
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class _Futures:
+    """Shared waiting loop: results in submission order, None for a task cut by an interrupt."""
+
+    def __init__(self, options: SolveOptions):
+        self.options = options
+
+    def collect(self, futures: list, seconds: float, done) -> list:
+        """Wait for the wave; `done(k, outcome)` as each task finishes (any order)."""
+        deadline = time.monotonic() + seconds + GRACE_S
+        pending = set(futures)
+        index = {f: k for k, f in enumerate(futures)}
+        results: list = [None] * len(futures)
+        while pending and not self.options.stopped() and time.monotonic() < deadline:
+            finished, pending = self.wait(pending, POLL_S)
+            for f in sorted(finished, key=index.get):
+                results[index[f]] = self.result(f)
+                done(index[f], results[index[f]])
+        if pending:
+            self.abort(pending)
+        return results
+
+
+class Pool(_Futures):
+    """A local process pool (spawned processes: no solver state is forked)."""
+
+    def __init__(self, options: SolveOptions, workers: int):
+        super().__init__(options)
+        self.workers = workers
+        self.executor = _pool(workers)
+
+    def run(self, scenario, layouts: list, seed: int, seconds: float, done) -> list:
+        futures = [self.executor.submit(compose_task, scenario, layout, seed, seconds) for layout in layouts]
+        return self.collect(futures, seconds, done)
+
+    @staticmethod
+    def wait(pending, timeout):
+        done, rest = cf.wait(pending, timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        return done, rest
+
+    @staticmethod
+    def result(future):
+        return future.result()
+
+    def _stop(self) -> None:
+        processes = list((getattr(self.executor, "_processes", None) or {}).values())
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:   # a running task does not poll our interrupt: stop it now
+            if process.is_alive():
+                process.terminate()
+
+    def abort(self, pending) -> None:
+        for f in pending:
+            f.cancel()
+        self._stop()
+        self.executor = _pool(self.workers)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)   # idle workers exit at once
+
+
+class Dask(_Futures):
+    """An existing Dask cluster (`--scheduler ADDRESS`)."""
+
+    def __init__(self, options: SolveOptions, address: str):
+        super().__init__(options)
+        try:
+            from distributed import Client
+        except ImportError:
+            raise InstanceError("needs the distributed package (pip install distributed)", "--scheduler") from None
+        try:
+            self.client = Client(address, timeout=10, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise InstanceError(f"cannot reach the Dask scheduler at {address}: {exc}", "--scheduler") from None
+        self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
+
+    def run(self, scenario, layouts: list, seed: int, seconds: float, done) -> list:
+        futures = [self.client.submit(compose_task, scenario, layout, seed, seconds, pure=False)
+                   for layout in layouts]
+        return self.collect(futures, seconds, done)
+
+    @staticmethod
+    def wait(pending, timeout):
+        time.sleep(timeout)   # futures of a client that is not the default one: poll them
+        done = {f for f in pending if f.done()}
+        return done, set(pending) - done
+
+    @staticmethod
+    def result(future):
+        return future.result()
+
+    def abort(self, pending) -> None:
+        self.client.cancel(list(pending))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def executor(options: SolveOptions, workers: int, scheduler: str | None):
+    if scheduler:
+        return Dask(options, scheduler)
+    if workers > 1:
+        return Pool(options, workers)
+    return Serial(options)

@@ -1,0 +1,34 @@
+"""Schema of the `mesh:` mapping of kernel instances (wafopt.hardware.mesh.Mesh.from_spec)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from wafopt.core.limits import MAX_DIES, MAX_MESH_SIDE, MAX_SECONDS, MIN_RATE
+from wafopt.core.schema import Spec, integer, number
+
+Coordinate = integer(0, MAX_MESH_SIDE - 1)
+Die = Annotated[list[Coordinate], Field(min_length=2, max_length=2, description="[row, col]")]
+Link = Annotated[list[Die], Field(min_length=2, max_length=2, description="[[r, c], [r, c]] of neighbours")]
+Side = integer(1, MAX_MESH_SIDE)
+
+
+class MeshSpec(Spec):
+    """A rows x cols mesh of dies (rows * cols at most 4,096)."""
+
+    rows: Side
+    cols: Side
+    faulty_dies: Annotated[list[Die], Field(max_length=MAX_DIES)] | None = None
+    faulty_links: Annotated[list[Link], Field(max_length=2 * MAX_DIES)] | None = None
+    link_bandwidth: number(ge=MIN_RATE, description="volume per time unit per link direction") | None = 1.0
+    link_latency: number(ge=0, le=MAX_SECONDS, description="seconds per hop") | None = 0.0
+
+    @model_validator(mode="after")
+    def _size(self):
+        if self.rows * self.cols > MAX_DIES:
+            raise PydanticCustomError("too_many_dies", f"{self.rows} x {self.cols} = {self.rows * self.cols:,} dies, "
+                                      f"more than the limit of {MAX_DIES:,}")
+        return self

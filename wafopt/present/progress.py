@@ -1,0 +1,65 @@
+"""Progress of a long solve on stderr through rich: the elapsed time, then what the method last
+reported (incumbent, bound and gap from the HiGHS and CP-SAT callbacks, or a heuristic's best).
+
+On a terminal one status line is redrawn in place and left on screen when the run ends; elsewhere
+(a pipe, a log file) every report is a plain line. Solver logs are not progress: they appear only
+with --verbose, and nothing appears with --quiet (the options never call the reporter then).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from wafopt.core.budget import PROGRESS_STREAM, SolveOptions
+
+
+class ConsoleProgress:
+    """A Budget reporter: `reporter(text)` for each progress line."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.started = time.monotonic()
+        self.live: Live | None = None
+
+    def line(self, text: str) -> str:
+        text = text.strip()
+        if text.startswith(".."):
+            text = text[2:].strip()
+        return f"{time.monotonic() - self.started:7.1f} s  {text}"
+
+    def __call__(self, text: str) -> None:
+        line = self.line(text)
+        if self.live is not None:
+            self.live.update(Text(line, overflow="ellipsis", no_wrap=True))
+        else:
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def console_progress(options: SolveOptions, console: Console | None = None):
+    """Report the run's progress (options.budget_.reporter) through rich while the block runs."""
+    if options.quiet:
+        yield None
+        return
+    import sys
+
+    console = console or Console(file=PROGRESS_STREAM or sys.stderr, stderr=True)
+    reporter = ConsoleProgress(console)
+    previous = options.budget_.reporter
+    options.budget_.reporter = reporter
+    try:
+        if console.is_terminal:
+            with Live(Text(reporter.line("starting")), console=console, refresh_per_second=4,
+                      transient=False) as live:
+                reporter.live = live
+                yield reporter
+        else:
+            yield reporter
+    finally:
+        reporter.live = None
+        options.budget_.reporter = previous

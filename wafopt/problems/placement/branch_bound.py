@@ -1,0 +1,390 @@
+"""Branch and bound over stage-to-slot assignments: the bound of a node, the symmetries that may
+prune, and the search tree as a certificate (WATOS Eq. 2 placement; Gilmore-Lawler bound).
+
+A node fixes some stages to slots of one tile shape. Its bound is
+    fixed cost      sum over fixed pairs {i, j} of C[i][j] D(slot i, slot j)            (exact)
+  + LAP over the free stages i and free slots k of
+        M[i][k] = sum_{j fixed} C[i][j] D(k, slot j) + 1/2 GL[i][k]
+    GL[i][k] = sorted(C[i, other free stages], descending) . sorted(D[k, other free slots],
+               ascending)[:free stages - 1]   (rearrangement: the cheapest way i at k can talk to
+               the other free stages; halved because each free pair is counted from both ends)
+  + routing-conflict penalty among the fixed stages (Eq. 2 gamma): the union of the flows' routes
+    only grows as stages are fixed, so the penalty of a pair whose ends are both fixed, counted
+    against the routes of the fixed flows, never decreases.
+A complete assignment's bound is its full Eq. 2 objective. With integer weights, distances and
+Mem_pair volumes every objective is an integer and bounds are rounded up.
+
+Symmetry (orbital branching): the slot permutations g that preserve D (grid reflections and
+rotations that map usable slots onto usable slots; a faulty die breaks the ones that move it) and,
+with Mem_pairs, map routes onto routes (so every gamma is unchanged). At a node only those g that
+fix every used slot act; of the free slots a branch may use, one per orbit is kept, since g maps
+every completion in an omitted child onto one of equal objective in the kept child.
+
+The tree (certificate kind "bnb-frontier"): in preorder, an expanded node is the stage it
+branches on, followed by its children (the orbit representatives among its free slots, ascending);
+any other child is a leaf (pruned, open or complete), token `n`. Every assignment lies under
+exactly one leaf or one leaf's symmetric image, so min over the leaves of their bounds is a lower
+bound of every plan. The checker re-derives the symmetries from the instance, walks the tree and
+re-derives every leaf's bound (a leaf whose cheap row-minimum bound already clears the claimed
+value needs no assignment problem), and each listed frontier node's bound.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import zlib
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from wafopt.core.errors import CertificateError
+from wafopt.core.numeric import integral_bound, tolerance
+from wafopt.problems.placement.fitness import Fitness
+from wafopt.problems.placement.instance import Layout, PlacementInstance
+
+FLOAT_MARGIN = 1e-9   # relative safety margin of float bounds (exact for integer data below 2^53)
+
+
+def symmetry_group(fit: Fitness) -> list[np.ndarray]:
+    """Slot permutations preserving the full objective: D-preserving grid symmetries of the layout
+    (Layout.symmetries) that, with Mem_pairs, also map XY routes onto routes through one link
+    bijection (reflections do; a transposition turns XY routes into YX routes and does not)."""
+    group = list(fit.layout.symmetries)
+    if not fit.pairs:
+        return group
+    links_of = {}
+    for link in range(fit.R.shape[2]):
+        used = frozenset(zip(*(v.tolist() for v in np.nonzero(fit.R[:, :, link]))))
+        if used:
+            links_of[used] = link
+    return [g for g in group
+            if all(frozenset((int(g[k]), int(g[l])) for k, l in used) in links_of for used in links_of)]
+
+
+@dataclass
+class Space:
+    """The assignments of one tile shape and what bounding them needs."""
+
+    inst: PlacementInstance
+    layout: Layout
+    fit: Fitness = field(init=False)
+
+    def __post_init__(self):
+        self.fit = Fitness(self.inst, self.layout)
+        self.C = self.inst.weights
+        self.D = self.layout.distance
+        self.n, self.m = self.inst.stages, len(self.layout.slots)
+        if self.inst.pairs:
+            self.flow_i, self.flow_j = self.fit.flow_i, self.fit.flow_j
+            self.pair_s, self.pair_h, self.pair_v = self.fit.pair_s, self.fit.pair_h, self.fit.pair_v
+
+    @cached_property
+    def integral(self) -> bool:
+        """Every full objective is an integer (integer weights, distances and Mem_pair volumes)."""
+        values = np.concatenate([self.C.ravel(), self.D.ravel(), [v for _, _, v in self.inst.pairs]])
+        return bool(np.all(values == np.round(values)) and self.C.sum() * max(1.0, self.D.max()) < 2.0 ** 52)
+
+    @cached_property
+    def group(self) -> list[np.ndarray]:
+        return symmetry_group(self.fit)
+
+    def rounded(self, value: float) -> float:
+        """A float bound made safe: rounded up when every objective is an integer (integer data below
+        2^52 is exact in floats), else less a relative margin for float error."""
+        return integral_bound(value) if self.integral else value - FLOAT_MARGIN * abs(value)
+
+    def kids(self, stages: list[int], slots: list[int]) -> np.ndarray:
+        """The free slots a branch at this node tries: one per orbit of the symmetries fixing every
+        used slot (all free slots when no symmetry survives), ascending."""
+        used = np.zeros(self.m, dtype=bool)
+        used[slots] = True
+        free = np.flatnonzero(~used)
+        acting = self._fixes[:, slots].all(axis=1) if len(slots) else np.ones(len(self.group), dtype=bool)
+        if acting.sum() <= 1:
+            return free
+        images = self._group[acting][:, free]
+        return free[images.min(axis=0) == free]
+
+    @cached_property
+    def _touching(self) -> tuple[np.ndarray, np.ndarray]:
+        """For each stage, its flows (padded): the other end (-1: none) and whether the stage sends."""
+        ends = [[(int(j), True) for i, j in zip(self.flow_i, self.flow_j) if i == s]
+                + [(int(i), False) for i, j in zip(self.flow_i, self.flow_j) if j == s] for s in range(self.n)]
+        width = max(1, max(len(e) for e in ends))
+        other = np.full((self.n, width), -1)
+        sends = np.zeros((self.n, width), dtype=bool)
+        for s, e in enumerate(ends):
+            for t, (o, out) in enumerate(e):
+                other[s, t], sends[s, t] = o, out
+        return other, sends
+
+    @cached_property
+    def _group(self) -> np.ndarray:
+        return np.array(self.group).reshape(len(self.group), self.m)
+
+    @cached_property
+    def _fixes(self) -> np.ndarray:
+        """(symmetries, m): whether each symmetry maps each slot onto itself."""
+        return self._group == np.arange(self.m)[None, :]
+
+    def children(self, stages: list[int], slots: list[int], branch: int, kids,
+                 cutoff: float = math.inf) -> tuple[np.ndarray, np.ndarray, list]:
+        """Bounds of the children of one node that fix stage `branch` to each slot of `kids`.
+
+        Returns (bound, exact, completion): the child's bound (unrounded); whether it is the full
+        Gilmore-Lawler bound (False: only the row-minimum bound of the assignment problem, which
+        already reached `cutoff`); and for exact children the assignment problem's completion (a
+        feasible plan: slot of each stage) or None for the others.
+        """
+        bound, exact, completion = self.children_batch(
+            np.asarray([stages], dtype=int).reshape(1, -1), np.asarray([slots], dtype=int).reshape(1, -1),
+            np.asarray([branch]), np.asarray([kids], dtype=int).reshape(1, -1), cutoff)
+        return bound[0], exact[0], completion[0]
+
+    def children_batch(self, stages: np.ndarray, slots: np.ndarray, branch: np.ndarray, kids: np.ndarray,
+                       cutoff: float = math.inf) -> tuple[np.ndarray, np.ndarray, list]:
+        """`children` for B nodes with the same number of fixed stages and of kids at once:
+        stages, slots (B, d), branch (B,), kids (B, c); returns arrays (B, c) and B lists."""
+        n, m, C, D = self.n, self.m, self.C, self.D
+        B, d = stages.shape
+        c = kids.shape[1]
+        rows = np.arange(B)[:, None]
+        slot_of = np.full((B, n), -1)
+        slot_of[rows, stages] = slots
+        used = np.zeros((B, m), dtype=bool)
+        used[rows, slots] = True
+        free_slots = np.nonzero(~used)[1].reshape(B, m - d)         # each node's free slots, ascending
+        mf = m - d
+        is_fixed = slot_of >= 0
+        is_fixed[np.arange(B), branch] = True
+        rest = np.nonzero(~is_fixed)[1].reshape(B, n - d - 1)       # the children's free stages
+        r = rest.shape[1]
+        # exact part: fixed pairs, the branch stage at its kid to the fixed stages, fixed conflicts
+        fixed = (C[stages[:, :, None], stages[:, None, :]] * D[slots[:, :, None], slots[:, None, :]]).sum(axis=(1, 2)) / 2
+        to_branch = np.einsum("bd,bdc->bc", C[branch[:, None], stages], D[slots[:, :, None], kids[:, None, :]])
+        bound = fixed[:, None] + to_branch + self._penalty(slot_of, branch, kids)
+        exact = np.ones((B, c), dtype=bool)
+        if r == 0:
+            complete = np.repeat(slot_of[:, None, :], c, axis=1)
+            complete[np.arange(B)[:, None], np.arange(c)[None, :], branch[:, None]] = kids
+            return bound, exact, [list(complete[b]) for b in range(B)]
+        # linear part: each free stage's fixed partners, the branch stage at the kid's slot included
+        linear = np.matmul(C[rest[:, :, None], stages[:, None, :]], D[slots[:, :, None], free_slots[:, None, :]])
+        M = (linear[:, None, :, :] + C[rest, branch[:, None]][:, None, :, None]
+             * D[kids[:, :, None], free_slots[:, None, :]][:, :, None, :])                # (B, c, r, mf)
+        kid_pos = (free_slots[:, None, :] < kids[:, :, None]).sum(axis=2)                # (B, c)
+        if r > 1:
+            # GL: sorted flows to the other free stages (one set per node) against sorted distances
+            # to the other free slots less the kid's: the entry at the kid's rank is skipped, i.e.
+            # prefix sums of the products with the row as it is and shifted by one
+            Cr = C[rest[:, :, None], rest[:, None, :]]
+            Cr[:, np.arange(r), np.arange(r)] = -np.inf
+            flows = -np.sort(-Cr, axis=2)[:, :, :r - 1]                                   # (B, r, r-1)
+            Dk = D[free_slots[:, :, None], free_slots[:, None, :]]
+            Dk[:, np.arange(mf), np.arange(mf)] = np.inf
+            order = np.argsort(Dk, axis=2, kind="stable")
+            rank = np.empty_like(order)
+            np.put_along_axis(rank, order, np.broadcast_to(np.arange(mf), order.shape), axis=2)
+            near = np.take_along_axis(Dk, order[:, :, :r], axis=2)                      # (B, mf, r)
+            as_is = np.zeros((B, mf, r, r))          # [b, l, u, i]: sum_{t<u} flows[i, t] near[l, t]
+            shifted = np.zeros((B, mf, r, r))        # ... with near[l, t + 1]
+            np.cumsum(near[:, :, None, :r - 1] * flows[:, None, :, :], axis=3, out=as_is[:, :, 1:, :].swapaxes(2, 3))
+            np.cumsum(near[:, :, None, 1:] * flows[:, None, :, :], axis=3, out=shifted[:, :, 1:, :].swapaxes(2, 3))
+            cut = np.minimum(rank[rows[:, :, None], np.arange(mf)[None, None, :], kid_pos[:, :, None]], r - 1)
+            b3, l3 = np.arange(B)[:, None, None], np.arange(mf)[None, None, :]
+            gl = as_is[b3, l3, cut] + shifted[:, None, :, r - 1, :] - shifted[b3, l3, cut]  # (B, c, mf, r)
+            M += 0.5 * gl.transpose(0, 1, 3, 2)
+        position = np.arange(mf - 1)
+        cols = position + (position >= kid_pos[:, :, None])                              # (B, c, mf-1)
+        M = np.take_along_axis(M, cols[:, :, None, :], axis=3)                           # (B, c, r, mf-1)
+        cheap = bound + M.min(axis=3).sum(axis=2)
+        completion: list = [[None] * c for _ in range(B)]
+        for b, a in zip(*np.nonzero(cheap < cutoff)):
+            row, col = linear_sum_assignment(M[b, a])
+            bound[b, a] += M[b, a][row, col].sum()
+            full = slot_of[b].copy()
+            full[branch[b]] = kids[b, a]
+            full[rest[b][row]] = free_slots[b][cols[b, a][col]]
+            completion[b][a] = full
+        cheap_only = cheap >= cutoff
+        bound[cheap_only], exact[cheap_only] = cheap[cheap_only], False
+        return bound, exact, completion
+
+    def _penalty(self, slot_of: np.ndarray, branch: np.ndarray, kids: np.ndarray) -> np.ndarray:
+        """Routing-conflict penalty among the fixed stages of each child (slot_of: (B, n) the
+        parents' slots, -1 where free; child (b, a) adds branch[b] at kids[b, a]): a lower bound of
+        every completion's penalty, since the union of the flows' routes only grows. Routes are
+        the bit sets of Fitness (64 links a word)."""
+        B, c = kids.shape
+        if not self.inst.pairs:
+            return np.zeros((B, c))
+        routes, fi, fj = self.fit.route_bits, self.flow_i, self.flow_j                   # (m, m, W)
+        si, sj = slot_of[:, fi], slot_of[:, fj]                                          # (B, F)
+        none = np.zeros(routes.shape[2], dtype=routes.dtype)
+        placed = ((si >= 0) & (sj >= 0))[:, :, None]
+        union = np.bitwise_or.reduce(np.where(placed, routes[np.maximum(si, 0), np.maximum(sj, 0)], none), axis=1)
+        # the flows between the branch stage and a fixed stage join the union in each child
+        other, outgoing = self._touching[0][branch], self._touching[1][branch]           # (B, T)
+        other_slot = np.where(other >= 0, slot_of[np.arange(B)[:, None], np.maximum(other, 0)], -1)
+        known = (other_slot >= 0)[:, None, :, None]
+        there = np.maximum(other_slot, 0)[:, None, :]
+        route = np.where(outgoing[:, None, :, None], routes[kids[:, :, None], there], routes[there, kids[:, :, None]])
+        union = union[:, None, :] | np.bitwise_or.reduce(np.where(known, route, none), axis=2)   # (B, c, W)
+        is_branch_s = self.pair_s[None, :] == branch[:, None]                             # (B, P)
+        is_branch_h = self.pair_h[None, :] == branch[:, None]
+        s_slot = np.where(is_branch_s[:, None, :], kids[:, :, None], slot_of[:, self.pair_s][:, None, :])
+        h_slot = np.where(is_branch_h[:, None, :], kids[:, :, None], slot_of[:, self.pair_h][:, None, :])
+        both = (s_slot >= 0) & (h_slot >= 0)
+        s_slot, h_slot = np.maximum(s_slot, 0), np.maximum(h_slot, 0)
+        gamma = np.bitwise_count(routes[s_slot, h_slot] & union[:, :, None, :]).sum(axis=3)   # (B, c, P)
+        return ((self.D[s_slot, h_slot] * gamma * both) @ self.pair_v).astype(float)
+
+
+# --- the tree as a certificate ----------------------------------------------------------------
+
+def encode_tree(tokens: list[int]) -> str:
+    """Preorder tokens (a branching stage, or n for a leaf) as base64 of zlib-packed uint16."""
+    return base64.b64encode(zlib.compress(np.asarray(tokens, dtype="<u2").tobytes(), 9)).decode("ascii")
+
+
+def decode_tree(text: str, n: int, limit: int = 50_000_000) -> np.ndarray:
+    try:
+        raw = zlib.decompressobj().decompress(base64.b64decode(text.encode("ascii"), validate=True), 2 * limit)
+    except (ValueError, zlib.error, UnicodeEncodeError):
+        raise CertificateError("bnb-frontier tree is not base64 zlib data") from None
+    if len(raw) % 2 or len(raw) >= 2 * limit:
+        raise CertificateError("bnb-frontier tree has a broken length")
+    tokens = np.frombuffer(raw, dtype="<u2").astype(np.int64)
+    if tokens.size == 0 or tokens.max() > n:
+        raise CertificateError("bnb-frontier tree holds a token that is no stage")
+    return tokens
+
+
+def walk(space: Space, tokens: np.ndarray, claimed: float) -> float:
+    """Re-derive the least leaf bound of a preorder tree, exactly where it is below `claimed`
+    (a leaf whose row-minimum bound clears `claimed` is counted at `claimed`). Raises
+    CertificateError on a malformed tree."""
+    n = space.n
+    least = math.inf
+    position = 0
+
+    def leaf_bounds(stages, slots, branch, kids):
+        nonlocal least
+        bound, exact, _ = space.children(stages, slots, branch, np.asarray(kids), cutoff=claimed)
+        for a, value in enumerate(bound):
+            least = min(least, value if exact[a] else max(claimed, value))
+
+    def expand(stages, slots):
+        nonlocal position
+        if position >= len(tokens):
+            raise CertificateError("bnb-frontier tree ends early")
+        token = int(tokens[position])
+        position += 1
+        if token == n:
+            return None
+        if token in stages:
+            raise CertificateError(f"bnb-frontier tree branches twice on stage {token}")
+        return token
+
+    root = expand([], [])
+    if root is None:   # the whole space is one leaf: its bound is the plain Gilmore-Lawler bound
+        return root_bound(space)
+    pending: list[tuple[list[int], list[int], int, list[int], list]] = [([], [], root, space.kids([], []).tolist(), [])]
+    while pending:
+        stages, slots, branch, kids, leaves = pending[-1]
+        if not kids:
+            pending.pop()
+            if leaves:
+                leaf_bounds(stages, slots, branch, leaves)
+            continue
+        k = kids.pop(0)
+        child_stages, child_slots = stages + [branch], slots + [k]
+        token = expand(child_stages, child_slots)
+        if token is None or len(child_stages) == n:
+            if token is not None:
+                raise CertificateError("bnb-frontier tree branches below a complete assignment")
+            leaves.append(k)
+        else:
+            pending.append((child_stages, child_slots, token, space.kids(child_stages, child_slots).tolist(), []))
+    if position != len(tokens):
+        raise CertificateError("bnb-frontier tree has tokens after its last node")
+    return least
+
+
+def root_bound(space: Space) -> float:
+    """The Gilmore-Lawler bound of the whole tile shape (no stage fixed)."""
+    n, C, D = space.n, space.C, space.D
+    if n < 2:
+        return 0.0
+    Cd = C.copy()
+    np.fill_diagonal(Cd, -np.inf)
+    Dd = D.copy()
+    np.fill_diagonal(Dd, np.inf)
+    flows = -np.sort(-Cd, axis=1)[:, :n - 1]
+    dists = np.sort(Dd, axis=1)[:, :n - 1]
+    L = 0.5 * flows @ dists.T
+    row, col = linear_sum_assignment(L)
+    return float(L[row, col].sum())
+
+
+def node_bound(space: Space, stages: list[int], slots: list[int]) -> float:
+    """The bound of one node (its last fixed stage is the branch from its parent)."""
+    if not stages:
+        return root_bound(space)
+    bound, _, _ = space.children(stages[:-1], slots[:-1], stages[-1], np.asarray(slots[-1:]))
+    return float(bound[0])
+
+
+def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
+    """The bound a branch-and-bound tree proves: per tile shape the least leaf bound of its tree
+    (re-derived), or the root Gilmore-Lawler bound for a tile shape without a tree; then the least
+    over the tile shapes. Listed frontier nodes must re-derive to their stored bounds."""
+    tiles = data.get("tiles")
+    if not isinstance(tiles, dict):
+        raise CertificateError("a bnb-frontier certificate needs tiles: {shape: {tree, bound, frontier}}")
+    spaces = {f"{lay.tile[0]}x{lay.tile[1]}": Space(inst, lay) for lay in inst.layouts}
+    unknown = sorted(set(tiles) - set(spaces))
+    if unknown:
+        raise CertificateError(f"bnb-frontier certificate for tile shape {unknown[0]}, which the instance does not use")
+    values = []
+    for name, space in spaces.items():
+        entry = tiles.get(name)
+        if entry is None:
+            values.append(space.rounded(root_bound(space)))
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("tree"), str):
+            raise CertificateError(f"bnb-frontier tiles.{name} needs a tree (base64 text)")
+        claimed = entry.get("bound")
+        if not isinstance(claimed, (int, float)) or isinstance(claimed, bool) or not math.isfinite(claimed):
+            raise CertificateError(f"bnb-frontier tiles.{name}.bound must be a finite number")
+        least = walk(space, decode_tree(entry["tree"], space.n), float(claimed))
+        for k, node in enumerate(entry.get("frontier") or []):
+            stages, slots, value = _frontier_node(node, space, f"tiles.{name}.frontier[{k}]")
+            derived = node_bound(space, stages, slots)
+            if abs(derived - value) > tolerance(derived, value) + FLOAT_MARGIN * abs(derived):
+                raise CertificateError(f"bnb-frontier tiles.{name}.frontier[{k}] bound {value} re-derives "
+                                       f"as {derived}")
+        values.append(space.rounded(least))
+    return min(values)
+
+
+def _frontier_node(node, space: Space, where: str) -> tuple[list[int], list[int], float]:
+    if not isinstance(node, list) or len(node) != 2 or not isinstance(node[0], list):
+        raise CertificateError(f"{where} must be [[[stage, slot], ...], bound]")
+    stages, slots = [], []
+    for pair in node[0]:
+        if (not isinstance(pair, list) or len(pair) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+                or not (0 <= pair[0] < space.n and 0 <= pair[1] < space.m)):
+            raise CertificateError(f"{where} holds {pair!r:.40}, not a [stage, slot] of the tile shape")
+        stages.append(pair[0])
+        slots.append(pair[1])
+    if len(set(stages)) != len(stages) or len(set(slots)) != len(slots):
+        raise CertificateError(f"{where} uses a stage or a slot twice")
+    value = node[1]
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise CertificateError(f"{where} bound must be a finite number")
+    return stages, slots, float(value)

@@ -1,0 +1,356 @@
+"""The per-operator cost table of one transformer layer on one die of a tensor-parallel group.
+
+One table per layer kind (dense or MoE), tensor-parallel scheme (Megatron or TATP), attention
+kind (standard or flash) and sequence parallelism. Every stage figure of the workload model
+(forward, backward and recomputation time, FLOPs, DRAM traffic, stored activations, the
+recomputable units, transient memory, tensor-parallel traffic) is a sum over this table; nothing
+else computes them. Everything is per die and per micro-batch. Formulas and sources:
+docs/workload.md.
+
+- FLOPs: Narayanan et al. 2021, Sec. 3 (a multiply-add is 2 FLOPs; backward = 2 x forward).
+- Stored activations: Korthikanti et al. 2022, Sec. 4 (sizes) and Sec. 5 (recomputation).
+- Tensor-parallel collectives: Megatron's f / g operators (Korthikanti Sec. 4.2.2, Fig. 5) and,
+  with sequence parallelism, all-gather / reduce-scatter plus the backward re-gather of the
+  layer input for the weight gradient; TATP streams of TEMP Sec. V.
+- Time of an operator: max(FLOPs / (peak x efficiency), bytes / DRAM bandwidth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+# Per-element costs of the non-GEMM operators (plausible values; they are memory-bound anyway).
+MASK_BYTES = 1          # dropout masks are stored as bytes (Korthikanti Sec. 4.1)
+STATS_BYTES = 4         # FlashAttention keeps one fp32 log-sum-exp per row and head
+LAYERNORM_FLOPS = 5     # mean, variance, normalize, scale, shift
+SOFTMAX_FLOPS = 5       # scale + mask, max, exp, sum, divide
+DROPOUT_FLOPS = 2       # draw the mask (or replay it from the RNG state) and apply it
+RESIDUAL_FLOPS = 3      # dropout (2) + the residual add
+ACTIVATION_FLOPS = {"gelu": 8, "swiglu": 6}   # tanh-GeLU; SiLU and the gating product
+BACKWARD_FACTOR = 2.0   # backward FLOPs and traffic = 2 x forward (input and weight gradient)
+FLASH_BACKWARD_GEMMS = 2.5  # FlashAttention's backward recomputes Q K^T: 5 GEMMs for 2 forward
+
+SCHEMES = ("megatron", "tatp")
+ATTENTIONS = ("standard", "flash")
+SELECTIVE_UNITS = ("softmax_output", "attn_dropout_mask", "attn_dropout_output")  # Korthikanti Sec. 5
+CHECKPOINT_UNIT = "ln1_input"   # the layer input: full recomputation restarts from it
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One tensor-parallel communication of a layer on a ring of `group` dies.
+
+    all_reduce / all_gather / reduce_scatter: `tensor_bytes` is the whole tensor; a ring
+    algorithm runs 2(t-1) (all-reduce) or t-1 steps, each sending tensor_bytes / t to the ring
+    successor. stream (TATP, TEMP Sec. V): t-1 rounds, each sending one sub-tensor of
+    `tensor_bytes` to both ring neighbours (bidirectional relay), overlapped with the operator's
+    compute.
+    """
+
+    kind: str
+    tensor_bytes: float
+    group: int
+    op: str          # the operator it belongs to
+    purpose: str
+    overlap: float = 0.0   # share of its operator's compute (same pass) it runs under (streams)
+
+    @property
+    def steps(self) -> int:
+        return 2 * (self.group - 1) if self.kind == "all_reduce" else self.group - 1
+
+    @property
+    def directions(self) -> int:
+        return 2 if self.kind == "stream" else 1
+
+    @property
+    def flow_bytes(self) -> float:
+        """Bytes one die sends to one ring neighbour over the whole collective."""
+        per_step = self.tensor_bytes if self.kind == "stream" else self.tensor_bytes / self.group
+        return self.steps * per_step
+
+    @property
+    def bytes_sent(self) -> float:
+        """Bytes one die sends (a ring all-reduce sends 2(t-1)/t of the tensor)."""
+        return self.directions * self.flow_bytes
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: float = 0.0
+    bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator of the layer: costs, activation sizes and what it stores for the backward."""
+
+    name: str
+    fwd: Cost
+    bwd: Cost
+    weights: float = 0.0            # parameters of this die
+    in_bytes: float = 0.0           # its input activation (= size of the input gradient)
+    out_bytes: float = 0.0          # its output activation (= size of the output gradient)
+    stores: tuple[str, ...] = ()    # units it saves for its backward
+    gathered_bytes: float = 0.0     # a re-gathered full input held during its backward (SP)
+    model_flops: float = 0.0        # its matrix-multiply FLOPs (model FLOPs, Narayanan Sec. 3)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A stored activation tensor of the layer and how to regenerate it."""
+
+    name: str
+    bytes: float
+    producers: tuple[tuple[str, float], ...]   # (op, share of its forward) re-run to regenerate it
+    comm: tuple[Collective, ...] = ()          # collectives that regeneration repeats
+    recomputable: bool = True
+
+
+def op_seconds(cost: Cost, die_flops: float, dram_bandwidth: float) -> float:
+    """Per-operator roofline: die_flops is the effective peak (peak x efficiency)."""
+    return max(cost.flops / die_flops, cost.bytes / dram_bandwidth)
+
+
+@dataclass(frozen=True)
+class LayerTable:
+    """The operators of one layer, their forward/backward order with the collectives, and units."""
+
+    ops: tuple[Op, ...]
+    forward: tuple[str | Collective, ...]    # op names and collectives in execution order
+    backward: tuple[str | Collective, ...]
+    units: tuple[Unit, ...]
+    stream_buffer_bytes: float = 0.0         # TATP receive buffers (transient)
+    residual_grad_bytes: float = 0.0         # the residual-stream gradient, live through the backward
+
+    def op(self, name: str) -> Op:
+        for o in self.ops:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def collectives(self, phase: str) -> list[Collective]:
+        seq = self.forward if phase == "forward" else self.backward
+        return [c for c in seq if isinstance(c, Collective)]
+
+    @property
+    def fwd_flops(self) -> float:
+        return sum(o.fwd.flops for o in self.ops)
+
+    @property
+    def bwd_flops(self) -> float:
+        return sum(o.bwd.flops for o in self.ops)
+
+    @property
+    def model_flops(self) -> float:
+        return sum(o.model_flops for o in self.ops)
+
+    @property
+    def weights(self) -> float:
+        return sum(o.weights for o in self.ops)
+
+    @property
+    def activation_bytes(self) -> float:
+        return sum(u.bytes for u in self.units)
+
+    @property
+    def checkpoint_bytes(self) -> float:
+        return sum(u.bytes for u in self.units if not u.recomputable)
+
+    def unit_regen(self, unit: Unit) -> Cost:
+        return Cost(sum(share * self.op(name).fwd.flops for name, share in unit.producers),
+                    sum(share * self.op(name).fwd.bytes for name, share in unit.producers))
+
+    def unit_seconds(self, unit: Unit, die_flops: float, dram_bandwidth: float) -> float:
+        """Compute seconds of regenerating a unit: its producers' rooflines, shared."""
+        return sum(share * op_seconds(self.op(name).fwd, die_flops, dram_bandwidth)
+                   for name, share in unit.producers)
+
+    def gradient_peak_bytes(self) -> float:
+        """Largest activation-gradient footprint of one backward operator: its output and input
+        gradients, a re-gathered input (sequence parallelism), plus the residual-stream gradient."""
+        return self.residual_grad_bytes + max(o.in_bytes + o.out_bytes + o.gathered_bytes for o in self.ops)
+
+    def regenerated_bytes(self, units: Iterable[str]) -> float:
+        names = set(units)
+        return sum(u.bytes for u in self.units if u.name in names and u.recomputable)
+
+
+def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> LayerTable:
+    """The cost table of one layer of `llm` (MoE layer if `moe`) on one die of a tp-die group."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown tensor-parallel scheme {scheme!r}")
+    t = tp
+    tatp = scheme == "tatp" and t > 1
+    sp = (training.sequence_parallel or tatp) and t > 1
+    E, s, b, h = training.activation_bytes, training.seq, training.micro_batch, llm.hidden
+    sb = s * b
+    sbh = sb * h
+    r = 1 / t if sp else 1.0                    # share of the tokens of the non-TP regions
+    hq = h / t                                   # Q / attention-output width per die
+    if tatp:
+        kv = llm.kv_hidden / t                   # TATP partitions without replication
+    else:                                        # Megatron replicates KV heads beyond kv_heads ranks
+        kv = llm.head_dim * max(llm.kv_heads / t, 1)
+    a = llm.heads / t
+    k = llm.top_k if moe else 1                  # MLP copies per token
+    w = (llm.expert_ffn if moe else llm.ffn_hidden) / t
+    g = 2 if llm.mlp == "swiglu" else 1          # gate and up projections
+    n_experts = llm.experts if moe else 1        # expert weights a die reads
+    grad_bytes = training.states.grads           # weight-gradient accumulation buffer, per parameter
+    ss = a * s * s * b                           # elements of one score tensor per die
+    gemm_in = E * sbh * (r if tatp else 1)       # a GEMM's token-side input (gathered unless TATP)
+
+    def gemm(name, flops, weights, in_bytes, out_bytes, stores=(), streamed=0.0):
+        fwd = Cost(flops, E * weights + in_bytes + out_bytes + streamed)
+        bwd = Cost(BACKWARD_FACTOR * flops,
+                   2 * (in_bytes + out_bytes) + E * weights + 2 * grad_bytes * weights + 2 * streamed)
+        gathered = E * sbh if sp and not tatp and name in ("qkv", "fc1") else 0.0
+        return Op(name, fwd, bwd, weights, in_bytes, out_bytes, stores, gathered, flops)
+
+    def elementwise(name, flops, in_bytes, out_bytes, stores=(), extra_bytes=0.0, weights=0.0, matmul=False):
+        fwd = Cost(flops, in_bytes + out_bytes + extra_bytes)
+        return Op(name, fwd, Cost(BACKWARD_FACTOR * fwd.flops, BACKWARD_FACTOR * fwd.bytes), weights,
+                  in_bytes, out_bytes, stores, model_flops=flops if matmul else 0.0)
+
+    def stream_bytes(weights, copies=1):
+        """TEMP's selective transfer: stream the smaller of a sub-weight and a token block."""
+        return min(E * weights, copies * E * sbh / t)
+
+    qkv_w = h * (hq + 2 * kv)
+    out_w = hq * h
+    fc1_w = n_experts * h * w * g
+    fc2_w = n_experts * w * h
+    router_w = h * llm.experts if moe else 0
+
+    def streamed(weights, copies=1):
+        """DRAM traffic of the sub-tensors a TATP operator receives and consumes."""
+        return (t - 1) * stream_bytes(weights, copies) if tatp else 0.0
+
+    ops = [
+        elementwise("ln1", LAYERNORM_FLOPS * sbh * r, E * sbh * r, E * sbh * r, ("ln1_input",),
+                    weights=2 * h),
+        gemm("qkv", 2 * sb * h * (hq + 2 * kv), qkv_w, gemm_in, E * sb * (hq + 2 * kv), ("qkv_input",),
+             streamed(qkv_w)),
+    ]
+    if training.attention == "flash":
+        core_flops = 4 * b * s * s * hq + (SOFTMAX_FLOPS + DROPOUT_FLOPS) * ss
+        qkv_bytes = E * sb * (hq + 2 * kv)
+        fwd = Cost(core_flops, qkv_bytes + E * sb * hq + STATS_BYTES * a * sb)
+        bwd_flops = FLASH_BACKWARD_GEMMS * 4 * b * s * s * hq + BACKWARD_FACTOR * (SOFTMAX_FLOPS + DROPOUT_FLOPS) * ss
+        ops.append(Op("flash_attention", fwd, Cost(bwd_flops, BACKWARD_FACTOR * fwd.bytes), 0.0,
+                      qkv_bytes, E * sb * hq, ("qk", "v", "softmax_stats"), model_flops=4 * b * s * s * hq))
+    else:
+        ops += [
+            elementwise("attn_scores", 2 * b * s * s * hq, E * sb * (hq + kv), E * ss, ("qk",), matmul=True),
+            elementwise("softmax", SOFTMAX_FLOPS * ss, E * ss, E * ss, ("softmax_output",)),
+            elementwise("attn_dropout", DROPOUT_FLOPS * ss, E * ss, E * ss,
+                        ("attn_dropout_mask",), extra_bytes=MASK_BYTES * ss),
+            elementwise("attn_over_values", 2 * b * s * s * hq, E * ss + E * sb * kv, E * sb * hq,
+                        ("attn_dropout_output", "v"), matmul=True),
+        ]
+    ops += [
+        gemm("out_proj", 2 * sb * hq * h, out_w, E * sb * hq, E * sbh * (r if tatp else 1), ("proj_input",),
+             streamed(out_w)),
+        elementwise("attn_residual", RESIDUAL_FLOPS * sbh * r, 2 * E * sbh * r, E * sbh * r,
+                    ("attn_residual_dropout_mask",), extra_bytes=MASK_BYTES * sbh * r),
+        elementwise("ln2", LAYERNORM_FLOPS * sbh * r, E * sbh * r, E * sbh * r, ("ln2_input",), weights=2 * h),
+    ]
+    if moe:
+        ops.append(gemm("router", 2 * sbh * llm.experts * r, router_w, E * sbh * r, E * sb * llm.experts * r))
+    ops += [
+        gemm("fc1", k * 2 * sb * h * w * g, fc1_w, k * gemm_in, k * g * E * sb * w, ("fc1_input",),
+             streamed(fc1_w, k)),
+        elementwise("activation", ACTIVATION_FLOPS[llm.mlp] * k * sb * w, k * g * E * sb * w, k * E * sb * w,
+                    ("gelu_input",)),
+        gemm("fc2", k * 2 * sb * w * h, fc2_w, k * E * sb * w, k * E * sbh * (r if tatp else 1), ("fc2_input",),
+             streamed(fc2_w, k)),
+        elementwise("mlp_residual", RESIDUAL_FLOPS * sbh * r, 2 * E * sbh * r, E * sbh * r,
+                    ("mlp_dropout_mask",), extra_bytes=MASK_BYTES * sbh * r),
+    ]
+    ops = tuple(ops)
+    names = {o.name for o in ops}
+
+    # --- collectives, in execution order --------------------------------------------------------
+    def coll(kind, nbytes, op, purpose, overlap=0.0):
+        return Collective(kind, nbytes, t, op, purpose, overlap)
+
+    full = E * sbh   # the layer's boundary tensor, whole
+    fwd_comm: dict[str, tuple[list, list]] = {}   # op -> (collectives before it, after it)
+    bwd_comm: dict[str, tuple[list, list]] = {}   # op -> (before its backward, after its backward)
+    if t > 1 and tatp:
+        # t rounds; the t - 1 transfers run under the compute of the other rounds (TEMP Sec. V)
+        hidden = (t - 1) / t
+        for name, wts, copies in (("qkv", qkv_w, 1), ("out_proj", out_w, 1), ("fc1", fc1_w, k), ("fc2", fc2_w, k)):
+            v = stream_bytes(wts, copies)
+            fwd_comm[name] = ([coll("stream", v, name, "streamed sub-tensors (TATP)", hidden)], [])
+            bwd_comm[name] = ([coll("stream", v, name, "input-gradient stream (TATP)", hidden / 2),
+                               coll("stream", v, name, "weight-gradient stream (TATP)", hidden / 2)], [])
+    elif t > 1 and sp:
+        for first, last in (("qkv", "out_proj"), ("fc1", "fc2")):
+            fwd_comm[first] = ([coll("all_gather", full, first, "gather the sequence-parallel input")], [])
+            fwd_comm[last] = ([], [coll("reduce_scatter", full, last, "reduce-scatter the partial output")])
+            bwd_comm[last] = ([coll("all_gather", full, last, "gather the output gradient")], [])
+            bwd_comm[first] = ([coll("all_gather", full, first, "re-gather the input for the weight gradient")],
+                               [coll("reduce_scatter", full, first, "reduce-scatter the input gradient")])
+    elif t > 1:
+        for first, last in (("qkv", "out_proj"), ("fc1", "fc2")):
+            fwd_comm[last] = ([], [coll("all_reduce", full, last, "all-reduce the partial output (g)")])
+            bwd_comm[first] = ([], [coll("all_reduce", full, first, "all-reduce the input gradient (f)")])
+
+    forward: list = []
+    for o in ops:
+        before, after = fwd_comm.get(o.name, ([], []))
+        forward += before + [o.name] + after
+    backward: list = []
+    for o in reversed(ops):
+        before, after = bwd_comm.get(o.name, ([], []))
+        backward += before + [o.name] + after
+
+    # --- units: stored tensors and their regeneration -------------------------------------------
+    qk_share = (hq + kv) / (hq + 2 * kv)
+
+    def comm_of(op_name):
+        """Collectives regeneration repeats: the producer's forward collectives (an SP all-gather of
+        a GEMM input included: the stored input is the sequence shard)."""
+        before, after = fwd_comm.get(op_name, ([], []))
+        return tuple(before + after)
+
+    unit_list = [
+        # The layer input: the output of the preceding layer's FC2, its collective and residual add
+        # (this layer's shape stands in for that layer's). Full recomputation keeps it.
+        Unit("ln1_input", E * sbh * r, (("fc2", 1.0), ("mlp_residual", 1.0)), comm_of("fc2"), recomputable=False),
+        Unit("qkv_input", E * sbh * r, (("ln1", 1.0),)),
+        Unit("qk", E * sb * (hq + kv), (("qkv", qk_share),), comm_of("qkv")),
+        Unit("v", E * sb * kv, (("qkv", 1 - qk_share),), comm_of("qkv")),
+    ]
+    if training.attention == "flash":
+        # no s^2 tensor is stored; output and row statistics come from re-running the fused kernel
+        unit_list += [Unit("softmax_stats", STATS_BYTES * a * sb, (("flash_attention", 1.0),)),
+                      Unit("proj_input", E * sb * hq, (("flash_attention", 1.0),))]
+    else:
+        unit_list += [
+            Unit("softmax_output", E * ss, (("attn_scores", 1.0), ("softmax", 1.0))),
+            Unit("attn_dropout_mask", MASK_BYTES * ss, (("attn_dropout", 0.5),)),   # RNG replay only
+            Unit("attn_dropout_output", E * ss, (("attn_dropout", 0.5),)),
+            Unit("proj_input", E * sb * hq, (("attn_over_values", 1.0),)),
+        ]
+    unit_list += [
+        Unit("attn_residual_dropout_mask", MASK_BYTES * sbh * r, (("attn_residual", 1 / RESIDUAL_FLOPS),)),
+        # output projection, its collective, dropout and residual add
+        Unit("ln2_input", E * sbh * r, (("out_proj", 1.0), ("attn_residual", 1.0)), comm_of("out_proj")),
+        # a MoE layer stores the dispatched tokens: top_k copies of the LN output
+        Unit("fc1_input", k * E * sbh * r, (("ln2", 1.0),) + ((("router", 1.0),) if moe else ())),
+        Unit("gelu_input", k * g * E * sb * w, (("fc1", 1.0),), comm_of("fc1")),
+        Unit("fc2_input", k * E * sb * w, (("activation", 1.0),)),
+        Unit("mlp_dropout_mask", MASK_BYTES * sbh * r, (("mlp_residual", 1 / RESIDUAL_FLOPS),)),
+    ]
+    for u in unit_list:
+        assert all(n in names for n, _ in u.producers), u
+    stored = {name for o in ops for name in o.stores}
+    assert stored == {u.name for u in unit_list}, stored ^ {u.name for u in unit_list}
+
+    buffers = 0.0
+    if tatp:  # double-buffered receive of the largest streamed sub-tensor from both neighbours
+        buffers = 2 * 2 * max(c.tensor_bytes for c in (x for x in forward if isinstance(x, Collective)))
+    return LayerTable(ops, tuple(forward), tuple(backward), tuple(unit_list), buffers, E * sbh * r)

@@ -1,0 +1,138 @@
+"""`wafopt workload`: the per-operator cost table of a layout, per layer and per stage.
+
+Per die and per micro-batch. Seconds are compute (per-operator rooflines); communication time
+depends on the placement, so the table gives the bytes and, for reference, the time of each
+collective on a ring of 1-hop steps without contention (`tp_comm_s`).
+"""
+
+from __future__ import annotations
+
+from wafopt.hardware.catalog import LLM, Wafer
+from wafopt.workload.model import (FULL, Training, Workload, build_workload, recompute_row)
+from wafopt.workload.operators import SELECTIVE_UNITS, Collective, LayerTable, op_seconds
+
+
+def _ideal_comm_s(c: Collective, hidden_s: float, wafer: Wafer) -> float:
+    """A collective on a ring of 1-hop steps with no contention (WATOS Eq. 1 per step)."""
+    return max(0.0, c.steps * wafer.link_latency + c.flow_bytes / wafer.link_bandwidth - hidden_s)
+
+
+def _operator_rows(table: LayerTable, wafer: Wafer, policy: str) -> list[dict]:
+    flops, bandwidth = wafer.die_flops * wafer.compute_efficiency, wafer.dram_bandwidth
+    units = {u.name: u for u in table.units}
+    selective = {n for n in SELECTIVE_UNITS if n in units}
+    rows = []
+    for op in table.ops:
+        fwd_s, bwd_s = op_seconds(op.fwd, flops, bandwidth), op_seconds(op.bwd, flops, bandwidth)
+        fwd_comm = [c for c in table.collectives("forward") if c.op == op.name]
+        bwd_comm = [c for c in table.collectives("backward") if c.op == op.name]
+        if policy == FULL:
+            share, rec_comm = 1.0, fwd_comm
+        elif policy == "selective":
+            share = sum(dict(units[n].producers).get(op.name, 0.0) for n in selective)
+            rec_comm = []
+        else:
+            share, rec_comm = 0.0, []
+        stored = sum(units[n].bytes for n in op.stores)
+        kept = sum(units[n].bytes for n in op.stores
+                   if (policy == "none") or (policy == "selective" and n not in selective)
+                   or (policy == FULL and not units[n].recomputable))
+        rows.append({
+            "name": op.name, "fwd_s": fwd_s, "bwd_s": bwd_s, "recompute_s": share * fwd_s,
+            "fwd_flops": op.fwd.flops, "bwd_flops": op.bwd.flops, "recompute_flops": share * op.fwd.flops,
+            "fwd_bytes": op.fwd.bytes, "bwd_bytes": op.bwd.bytes, "weights": op.weights,
+            "stored_bytes": stored, "activation_bytes": kept,
+            "tp_bytes": sum(c.bytes_sent for c in fwd_comm + bwd_comm + rec_comm),
+            "collectives": [f"{c.kind} {c.tensor_bytes / 1e6:.3g} MB ({c.purpose})" for c in fwd_comm + bwd_comm],
+        })
+    return rows
+
+
+def _layer_summary(table: LayerTable, work: Workload, policy: str) -> dict:
+    wafer = work.wafer
+    ops = _operator_rows(table, wafer, policy)
+    total = {key: sum(r[key] for r in ops) for key in ("fwd_s", "bwd_s", "recompute_s", "fwd_flops", "bwd_flops",
+                                                       "recompute_flops", "fwd_bytes", "bwd_bytes", "tp_bytes",
+                                                       "activation_bytes", "stored_bytes")}
+    hidden = {}
+    for phase in ("forward", "backward"):
+        for c in table.collectives(phase):
+            op = table.op(c.op)
+            cost = op.fwd if phase == "forward" else op.bwd
+            hidden.setdefault(phase, []).append(
+                _ideal_comm_s(c, c.overlap * op_seconds(cost, wafer.die_flops * wafer.compute_efficiency,
+                                                         wafer.dram_bandwidth), wafer))
+    total["tp_comm_s"] = sum(sum(v) for v in hidden.values())
+    if policy == FULL:
+        total["tp_comm_s"] += sum(hidden.get("forward", []))
+    total["gradient_peak_bytes"] = table.gradient_peak_bytes()
+    return {"operators": ops, **total}
+
+
+def workload_report(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int, dp: int = 1,
+                    policy: str = "none", scheme: str = "megatron") -> dict:
+    work = build_workload(llm, training, wafer, tp, pp, dp, scheme)
+    recompute_row(work.stages[0], policy)   # checks the policy name
+    kinds: dict[str, tuple[LayerTable, int]] = {}
+    for s in work.stages:
+        for table, count in s.tables:
+            name = "moe" if any(o.name == "router" for o in table.ops) else "dense"
+            kinds[name] = (table, kinds.get(name, (table, 0))[1] + count)
+    layers = {name: dict(_layer_summary(table, work, policy), count=count) for name, (table, count) in kinds.items()}
+    keys = [k for k in next(iter(layers.values())) if k not in ("operators", "count")]
+    per_layer = {k: sum(v[k] * v["count"] for v in layers.values()) / llm.layers for k in keys}
+    stages = []
+    for s in work.stages:
+        row = recompute_row(s, policy)
+        stages.append({
+            "stage": s.index, "layers": s.layers, "inflight": s.inflight, "params": s.params,
+            "state_bytes": s.state_bytes, "activation_bytes": s.inflight * s.kept_bytes(row),
+            "transient_bytes": s.transient_bytes(row), "memory_bytes": s.memory_bytes(row),
+            "fwd_s": s.fwd_s, "bwd_s": s.bwd_s, "recompute_s": s.recompute_seconds(row),
+            "optimizer_s": s.optimizer_s, "tp_bytes_per_layer": s.tp_bytes_per_layer(row)})
+    return {
+        "model": llm.name, "wafer": wafer.name,
+        "layout": {"tp": tp, "pp": pp, "dp": dp, "microbatches": work.microbatches, "tp_scheme": scheme},
+        "training": {"seq": training.seq, "micro_batch": training.micro_batch,
+                     "global_batch": training.global_batch, "attention": training.attention,
+                     "sequence_parallel": training.sequence_parallel,
+                     "state_bytes_per_param": training.states.total,
+                     "distributed_optimizer": training.distributed_optimizer},
+        "recompute": policy,
+        "layers": {name: {"count": v["count"], "operators": v["operators"]} for name, v in layers.items()},
+        "per_layer": per_layer,
+        "per_stage": stages,
+        "dram_capacity": wafer.dram_capacity,
+        "model_flops_per_iteration": work.model_flops_per_iteration,
+    }
+
+
+def render_report(rep: dict) -> str:
+    lay, tr = rep["layout"], rep["training"]
+    lines = [f"{rep['model']} on {rep['wafer']}: tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} "
+             f"({lay['tp_scheme']}), m={lay['microbatches']}, seq={tr['seq']}, micro_batch={tr['micro_batch']}, "
+             f"{tr['attention']} attention, SP {'on' if tr['sequence_parallel'] else 'off'}, "
+             f"recompute {rep['recompute']}, {tr['state_bytes_per_param']:g} B/param of state",
+             "per die, per micro-batch; seconds are compute rooflines"]
+    for kind, v in rep["layers"].items():
+        lines += ["", f"{kind} layer ({v['count']} of them):",
+                  f"  {'operator':18s} {'fwd us':>9s} {'bwd us':>9s} {'rec us':>9s} {'fwd GFLOP':>10s} "
+                  f"{'fwd MB':>9s} {'stored MB':>10s} {'TP MB':>8s}"]
+        for r in v["operators"]:
+            lines.append(f"  {r['name']:18s} {r['fwd_s'] * 1e6:9.1f} {r['bwd_s'] * 1e6:9.1f} "
+                         f"{r['recompute_s'] * 1e6:9.1f} {r['fwd_flops'] / 1e9:10.2f} {r['fwd_bytes'] / 1e6:9.1f} "
+                         f"{r['stored_bytes'] / 1e6:10.1f} {r['tp_bytes'] / 1e6:8.1f}")
+    p = rep["per_layer"]
+    lines += ["", "per layer (mean): "
+              f"fwd {p['fwd_s'] * 1e3:.3f} ms, bwd {p['bwd_s'] * 1e3:.3f} ms, recompute {p['recompute_s'] * 1e3:.3f} ms, "
+              f"fwd {p['fwd_flops'] / 1e12:.3f} TFLOP, TP {p['tp_bytes'] / 1e6:.1f} MB sent "
+              f"({p['tp_comm_s'] * 1e3:.3f} ms on 1-hop rings), activations kept {p['activation_bytes'] / 1e6:.1f} MB",
+              "", f"  {'stage':>5s} {'layers':>6s} {'inflight':>8s} {'state GB':>9s} {'activ. GB':>9s} "
+              f"{'transient GB':>12s} {'total GB':>9s} {'fwd ms':>8s} {'bwd ms':>8s} {'rec ms':>8s}"]
+    for s in rep["per_stage"]:
+        lines.append(f"  {s['stage']:5d} {s['layers']:6d} {s['inflight']:8d} {s['state_bytes'] / 1e9:9.2f} "
+                     f"{s['activation_bytes'] / 1e9:9.2f} {s['transient_bytes'] / 1e9:12.3f} "
+                     f"{s['memory_bytes'] / 1e9:9.2f} {s['fwd_s'] * 1e3:8.2f} {s['bwd_s'] * 1e3:8.2f} "
+                     f"{s['recompute_s'] * 1e3:8.2f}")
+    lines.append(f"  DRAM per die {rep['dram_capacity'] / 1e9:.1f} GB")
+    return "\n".join(lines)
