@@ -126,6 +126,7 @@ def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, so
         fit = Fitness(inst, lay)
         L = gilmore_lawler(inst.weights, lay.distance)
         glb_value = linear_assignment(L)[0] / 2
+        keep(lay, fit, np.array(lay.order(True)))   # a plan at once, for a Ctrl-C during the start search
         start = start_perm(inst, lay, fit, options, search)
         keep(lay, fit, start)
         # once stopped, the remaining shapes keep their Gilmore-Lawler bound and build no model

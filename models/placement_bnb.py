@@ -4,14 +4,16 @@ Nodes fix stages to slots one at a time; a node's bound (Gilmore-Lawler over the
 the exact cost and routing-conflict penalty of the fixed ones) and the symmetry rule live in
 wafopt.problems.placement.branch_bound, which also re-derives the certificate. Here: the search.
 
-- Best first: the open node with the least bound is expanded next (ties: the deeper one), so the
-  least open bound, the certified bound on a time limit, rises as fast as it can.
+- Best first, in batches: the open nodes are kept per depth; the depth holding the least open
+  bound gives up to BATCH of its best nodes, whose children are bounded together (numpy over the
+  batch, one scipy assignment problem per child that the row-minimum bound does not prune).
+  Beyond MAX_OPEN open nodes the search goes depth first, so memory stays bounded.
 - A node branches on the free stage with the most weight to the fixed stages (then the most weight
   overall; the first is the heaviest stage, as in the MILP's symmetry breaking), over one free slot
-  per orbit of the grid symmetries that fix the used slots. All children are bounded in one batch.
-- Every child's assignment problem completes it into a plan; the best is the incumbent, improved
-  by exact swap descent on the base objective. A warm start (`options.warm_start`, e.g. the GA's
-  plan) is the first incumbent.
+  per orbit of the grid symmetries that fix the used slots.
+- Every child's assignment problem completes it into a plan; the best completion of each batch is
+  improved by exact swap descent on the base objective and offered as incumbent. A warm start
+  (`options.warm_start`, e.g. a local-search plan) is the first incumbent.
 - A child whose bound cannot beat the incumbent is pruned (with integer data: cannot reach
   incumbent - 1), first on the assignment problem's row-minimum bound, then on the full one.
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
@@ -32,7 +34,7 @@ import numpy as np
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
-from wafopt.problems.placement.branch_bound import Space, encode_tree, root_bound
+from wafopt.problems.placement.branch_bound import MAX_TREE_TOKENS, Space, encode_tree, free_slots, root_bound
 from wafopt.problems.placement.instance import PlacementInstance
 from wafopt.solvers.backends import progress_bounds
 
@@ -58,9 +60,12 @@ class TileSearch:
     branch: dict = field(default_factory=dict)     # expanded node id -> stage it branches on
     kids: dict = field(default_factory=dict)       # expanded node id -> its children's slots
     child: dict = field(default_factory=dict)      # (node id, slot) -> id of a kept child
+    depth: dict = field(default_factory=dict)      # expanded node id -> stages it fixes
+    bound: dict = field(default_factory=dict)      # expanded node id -> its bound
     levels: dict = field(default_factory=dict)     # depth -> heap of open (bound, node id)
     dive: list = field(default_factory=list)       # depth-first stack (bound, -depth, id), once MAX_OPEN are open
     closed_least: float = math.inf                 # least bound of a pruned or complete leaf
+    queued: int = 0                                # open nodes in `levels`
     expanded: int = 0
     bounded: int = 0                               # children bounded
     lap_solved: int = 0                            # of them by the full assignment problem
@@ -74,32 +79,50 @@ class TileSearch:
                    + [b for b, _, _ in self.dive])
 
     def pending(self) -> int:
-        return sum(len(heap) for heap in self.levels.values()) + len(self.dive)
+        return self.queued + len(self.dive)
 
     def best_level(self) -> int | None:
         """The depth whose best open node has the least bound (the deeper one on a tie)."""
         tops = [(heap[0][0], -depth) for depth, heap in self.levels.items() if heap]
         return -min(tops)[1] if tops else None
 
-    def tokens(self) -> list[int]:
-        """The tree in preorder: an expanded node's branch stage then its children; n for a leaf."""
+    def tokens(self, depth_limit: int | None = None) -> list[int]:
+        """The tree in preorder: an expanded node's branch stage then its children; n for a leaf.
+        Expanded nodes at `depth_limit` are written as leaves (a cut of the tree)."""
         n = self.space.n
         out: list[int] = []
         stack = [0]
         while stack:
             node = stack.pop()
-            if node not in self.branch:
+            if node not in self.branch or (depth_limit is not None and self.depth[node] >= depth_limit):
                 out.append(n)
                 continue
             out.append(self.branch[node])
             stack.extend(reversed([self.child.get((node, int(k)), -1) for k in self.kids[node]]))
         return out
 
-    def certificate(self) -> dict:
+    def certificate(self, threshold: float) -> dict:
+        """The tree (cut at a shallower depth if it has more than MAX_TREE_TOKENS nodes: the cut's
+        expanded nodes become leaves with their own bounds), its least leaf bound, and the lowest
+        open nodes. Pruned leaves are at least the final `threshold` (the incumbent only improves)."""
         frontier = [[[[int(i), int(k)] for i, k in zip(self.stages[node], self.slots[node])], float(b)]
                     for b, node in heapq.nsmallest(FRONTIER_LISTED, self.open_entries())]
-        return {"bound": float(self.least()), "tree": encode_tree(self.tokens()), "open_nodes": self.pending(),
-                "frontier": frontier}
+        bound, limit = self.least(), None
+        nodes_below = {}                      # depth -> tree nodes a cut at that depth keeps
+        for node, d in self.depth.items():
+            nodes_below[d + 1] = nodes_below.get(d + 1, 0) + len(self.kids[node])
+        size, limit_depth = 1, 0
+        for d in sorted(nodes_below):
+            if size + nodes_below[d] > MAX_TREE_TOKENS:
+                limit = limit_depth
+                break
+            size, limit_depth = size + nodes_below[d], d
+        if limit is not None:
+            cut = [b for node, b in self.bound.items() if self.depth[node] == limit]
+            kept = [b for b, node in self.open_entries() if len(self.stages[node]) <= limit]
+            bound = min([threshold] + cut + kept)
+        return {"bound": float(bound), "tree": encode_tree(self.tokens(limit)), "open_nodes": self.pending(),
+                "frontier": frontier, **({"cut_at_depth": limit} if limit is not None else {})}
 
 
 def _prune_threshold(space: Space, upper: float) -> float:
@@ -148,8 +171,8 @@ class Search:
             self.options.incumbent(self.best.plan)
 
     def improve(self, space: Space, slot_of_stage: np.ndarray) -> None:
-        """Exact swap descent on the base objective from a new incumbent (kept if the full
-        objective improves)."""
+        """Exact swap descent on the base objective from a completion (kept if the full objective
+        improves on the incumbent)."""
         fit = space.fit
         used = set(int(k) for k in slot_of_stage)
         perm = np.array(list(slot_of_stage) + [k for k in range(space.m) if k not in used])
@@ -182,28 +205,31 @@ class Search:
         tree.stages.append(())
         tree.slots.append(())
         tree.levels[0] = [(root_bound(space), 0)]
+        tree.queued = 1
         self.threshold = _prune_threshold(space, self.best.value)
         while tree.pending():
             if self.options.stopped() or (deadline is not None and time.monotonic() >= deadline):
                 break
             if tree.dive:
                 bound, _, node = tree.dive.pop()
-                nodes = [node] if self.still_open(tree, bound) else []
+                nodes = [node] if self.still_open(tree, node, bound) else []
             else:
                 heap = tree.levels[tree.best_level()]
                 nodes = []
                 while heap and len(nodes) < BATCH:
                     bound, node = heapq.heappop(heap)
-                    if self.still_open(tree, bound):
+                    tree.queued -= 1
+                    if self.still_open(tree, node, bound):
                         nodes.append(node)
             if nodes:
                 self.expand(space, tree, nodes, total)
             self._progress(space, tree)
         return tree
 
-    def still_open(self, tree: TileSearch, bound: float) -> bool:
+    def still_open(self, tree: TileSearch, node: int, bound: float) -> bool:
         """A node popped with a bound the incumbent has reached since is a pruned leaf."""
         if bound < self.threshold:
+            tree.bound[node] = bound
             return True
         tree.closed_least = min(tree.closed_least, bound)
         return False
@@ -217,13 +243,17 @@ class Search:
         for node in nodes:
             tree.stages[node] = tree.slots[node] = None      # an expanded node lives on in the tree only
         branches = branch_stages(space, stages, total)
-        kids = [space.kids(list(st), list(sl)) for st, sl in zip(stages, slots)]
-        full = [k for k in range(len(nodes)) if len(kids[k]) == space.m - stages.shape[1]]
+        symmetric = space.symmetric(slots)
+        kids = [space.kids(list(stages[k]), list(slots[k])) if symmetric[k] else None for k in range(len(nodes))]
+        full = np.flatnonzero(~symmetric)
         results = {}
-        if full:
-            bounds, exact, completions = space.children_batch(stages[full], slots[full], branches[full],
-                                                              np.array([kids[k] for k in full]), self.threshold)
-            results = {k: (bounds[j], exact[j], completions[j]) for j, k in enumerate(full)}
+        if len(full):
+            free = free_slots(space.m, slots[full])
+            bounds, exact, completions = space.children_batch(stages[full], slots[full], branches[full], free,
+                                                              self.threshold)
+            for j, k in enumerate(full):
+                kids[k] = free[j]
+                results[k] = (bounds[j], exact[j], completions[j])
         for k in range(len(nodes)):
             if k not in results:                               # symmetry leaves fewer kids
                 results[k] = space.children(list(stages[k]), list(slots[k]), branches[k], kids[k], self.threshold)
@@ -233,10 +263,9 @@ class Search:
             P = np.array(completed)
             values = space.fit(P)
             a = int(np.argmin(values))
-            if self.better(float(values[a])):
-                self.offer(space, P[a], float(values[a]))
-                self.improve(space, P[a])
-                self.threshold = _prune_threshold(space, self.best.value)
+            self.offer(space, P[a], float(values[a]))
+            self.improve(space, P[a])           # descent from the batch's best completion, kept if better
+            self.threshold = _prune_threshold(space, self.best.value)
         for k, node in enumerate(nodes):
             self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], *results[k][:2])
 
@@ -248,17 +277,17 @@ class Search:
         tree.expanded += 1
         tree.bounded += len(kids)
         tree.lap_solved += int(exact.sum()) if len(stages) < n - 1 else 0
-        tree.branch[node], tree.kids[node] = branch, kids.tolist()
+        tree.branch[node], tree.kids[node], tree.depth[node] = branch, kids.tolist(), len(stages)
         depth = len(stages) + 1
+        keep = bounds < self.threshold if depth < n else np.zeros(len(kids), dtype=bool)
+        if not keep.all():
+            tree.closed_least = min(tree.closed_least, float(bounds[~keep].min()))
+        child_stages, slots = tuple(stages) + (branch,), tuple(slots)    # one tuple for all children
         kept = []
-        for a, k in enumerate(kids.tolist()):
-            b = float(bounds[a])
-            if depth == n or b >= self.threshold:
-                tree.closed_least = min(tree.closed_least, b)
-                continue
+        for k, b in zip(kids[keep].tolist(), bounds[keep].tolist()):
             child = len(tree.stages)
-            tree.stages.append(tuple(stages) + (branch,))
-            tree.slots.append(tuple(slots) + (k,))
+            tree.stages.append(child_stages)
+            tree.slots.append(slots + (k,))
             tree.child[node, k] = child
             kept.append((b, child))
         if tree.dive or tree.pending() + len(kept) > MAX_OPEN:
@@ -267,6 +296,7 @@ class Search:
             heap = tree.levels.setdefault(depth, [])
             for entry in kept:
                 heapq.heappush(heap, entry)
+            tree.queued += len(kept)
 
     def _progress(self, space: Space, tree: TileSearch) -> None:
         now = time.monotonic()
@@ -274,8 +304,8 @@ class Search:
             return
         self._last_progress = now
         lay = space.layout
-        progress_bounds(self.options, f"bnb tile {lay.tile[0]}x{lay.tile[1]}, {tree.expanded} nodes, "
-                                      f"{tree.pending()} open", self.best.value, space.rounded(tree.least()))
+        progress_bounds(self.options, f"bnb {lay.tile[0]}x{lay.tile[1]}", self.best.value, space.rounded(tree.least()),
+                        extra=f"{tree.expanded} nodes, {tree.pending()} open")
 
 
 def _name(space: Space) -> str:
@@ -298,7 +328,7 @@ def bnb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
         left = options.remaining()
         deadline = None if left is None else time.monotonic() + left / (len(order) - position)
         tree = search.search(space, deadline)
-        tiles[name] = tree.certificate()
+        tiles[name] = tree.certificate(search.threshold)
         stats[name] = {"nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": tree.lap_solved,
                        "open": tree.pending(), "root_bound": space.rounded(roots[k]),
                        "bound": space.rounded(tree.least()), "proven": not tree.pending()}

@@ -320,3 +320,17 @@ def test_depth_first_beyond_the_open_node_cap_stays_exact(monkeypatch):
     assert result.status == "optimal"
     assert result.bound.value == pytest.approx(brute_force(lo.instance), abs=TOL)
     assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL
+
+
+def test_a_tree_too_large_to_check_is_cut_and_still_certifies(monkeypatch):
+    """Beyond MAX_TREE_TOKENS nodes the certificate keeps the tree down to a depth that fits; the
+    cut's expanded nodes become leaves with their own bounds, so the claimed bound drops but holds."""
+    import wafopt.models.placement_bnb as placement_bnb
+
+    lo = load(QAPLIB / "nug12.yaml")
+    monkeypatch.setattr(placement_bnb, "MAX_TREE_TOKENS", 300)
+    result = solve_direct(lo.instance, time_limit=60)
+    tile = result.bound.data["tiles"]["1x1"]
+    assert "cut_at_depth" in tile and len(decode_tree(tile["tree"], 12)) <= 300
+    assert root_bound(Space(lo.instance, lo.instance.layouts[0])) <= result.bound.value <= 578.0
+    assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL

@@ -158,3 +158,48 @@ def test_space_file_errors_name_the_field():
     with pytest.raises(InstanceError, match="compute_dies"):
         space(dies=[])
     assert math.isfinite(EdgeConfig((), 0, 0, 0, 0, 0).budget_tbps)
+
+
+# WATOS Table II configs 1-4 as points of the shipped example space: (compute die, units per side)
+# and the metrics the paper gives (rows = Y, cols = X, TFLOPS, DRAM GB, DRAM TB/s, D2D TB/s).
+D15, D2 = "d2d-1.5", "d2d-2"
+TABLE_II = {
+    1: ("c16", {"E": ["hbm-24", "hbm-24", D15, D15, D15], "W": [D15] * 3, "N": [D15] * 3, "S": [D15] * 3},
+        (8, 8, 512, 48, 1.0, 4.5)),
+    2: ("c708", {"E": ["hbm-24", "hbm-24", "hbm-16", D15, D15, D15], "W": [D15] * 3, "N": [D15] * 3,
+                 "S": [D15] * 3}, (8, 7, 708, 64, 1.5, 4.5)),
+    3: ("c708", {"E": ["hbm-24", "hbm-24", "hbm-16", "hbm-6", D2, D2], "W": [D2] * 2, "N": [D2] * 2,
+                 "S": [D2] * 2}, (8, 7, 708, 70, 2.0, 4.0)),
+    4: ("c708", {"E": ["hbm-24", "hbm-24", "hbm-16", D15, D2], "W": ["hbm-16", "hbm-16", D15, D2],
+                 "N": [D15, D2], "S": [D15, D2]}, (8, 6, 708, 96, 2.5, 3.5)),
+}
+
+
+@pytest.fixture(scope="module")
+def table_ii_space():
+    from pathlib import Path
+
+    from wafopt.explore.space import load_space
+
+    sp = load_space(Path(__file__).resolve().parents[1] / "spaces" / "watos-table2.yaml").space
+    return sp, enumerate_designs(sp)[0]
+
+
+@pytest.mark.parametrize("config", sorted(TABLE_II))
+def test_table_ii_configs_are_points_of_the_example_space(config, table_ii_space, capsys):
+    """Each config is a design of the space with Table II's metrics; it survives the dominance
+    pruning or a kept design dominates it (the report names which)."""
+    from wafopt.explore.enumerate import design_of, dominates
+
+    sp, kept = table_ii_space
+    compute, edges, metrics = TABLE_II[config]
+    design = design_of(sp, compute, edges)
+    assert design.metrics() == pytest.approx(metrics)
+    square = math.isclose(sp.wafer.width_mm, sp.wafer.height_mm)
+    same = [d for d in kept if _canonical(d, square) == _canonical(design, square)]
+    dominators = [d for d in kept if dominates(d, design, square)]
+    assert same or dominators, f"config {config} is neither kept nor dominated by a kept design"
+    with capsys.disabled():
+        print(f"\nTable II config {config}: " + (f"kept as {same[0].id}" if same else
+              f"pruned; kept design {dominators[0].id} {dominators[0].metrics()} dominates it "
+              f"({len(dominators)} do)"))

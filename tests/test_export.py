@@ -150,7 +150,7 @@ def run_cli(*args) -> subprocess.CompletedProcess:
 
 
 def test_a_long_solve_shows_incumbent_bound_and_gap(tmp_path):
-    done = run_cli("solve", "instances/placement/qaplib/nug15.yaml", "--method", "bnb", "--time-limit", "4",
+    done = run_cli("solve", "instances/placement/qaplib/nug15.yaml", "--method", "bnb", "--time-limit", "8",
                    "--out", str(tmp_path / "s.json"))
     assert done.returncode == 0
     lines = [line for line in done.stderr.splitlines() if "incumbent" in line]

@@ -114,6 +114,19 @@ def test_ctrl_c_stops_the_gcmr_chain_within_2_s(tmp_path):
     assert_interrupted_and_certifiable(run, took, out)
 
 
+def test_a_second_ctrl_c_ends_at_once_and_still_writes_the_best_plan(tmp_path):
+    out = tmp_path / "placement.json"
+    run = Solving("instances/placement/pl-sparse-16.yaml", "cpsat", out)
+    assert run.started.wait(120), "".join(run.stderr)
+    time.sleep(3.0)   # past the first plan (the serpentine placement, before the start search)
+    sent = time.monotonic()
+    run.proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    run.proc.send_signal(signal.SIGINT)
+    run.proc.wait(timeout=60)
+    assert_interrupted_and_certifiable(run, time.monotonic() - sent, out)
+
+
 def test_ctrl_c_stops_a_highs_mip_in_its_root_lp(tmp_path):
     """HiGHS polls its interrupt callbacks only between LP solves; on this model its first poll
     comes about 10 s into the solve, which starts a few seconds into the run (local-search start,

@@ -401,3 +401,18 @@ def test_ctrl_c_stops_the_planner_within_2_s_and_writes_a_certifiable_plan(tmp_p
     assert proc.returncode == 130
     report = wafopt.certify(out)
     assert report.verdict == "certified", report.lines
+
+
+def test_ablation_steps_never_lose_what_the_steps_before_found(capsys, tmp_path):
+    from wafopt.cli import main
+    from wafopt.compose.planner.ablation import STEPS, ablation
+
+    rows = ablation(tiny().instance, SolveOptions(time_limit=60, quiet=True).start())
+    assert [r.step for r in rows] == list(STEPS)
+    values = [r.objective for r in rows]
+    assert all(v is not None for v in values) and values == sorted(values, reverse=True)
+    assert rows[0].ratio == 1.0 and all(at_most(1.0, r.ratio) for r in rows)
+    instance_file = tmp_path / "tiny.yaml"
+    instance_file.write_text(json.dumps(TINY))
+    assert main(["ablation", str(instance_file), "--time-limit", "40", "--quiet"]) == 0
+    assert "+search" in capsys.readouterr().out

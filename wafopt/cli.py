@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import io
 import json
 import math
@@ -762,6 +763,9 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         _stderr(f"wafopt: internal error: {type(exc).__name__}: {exc}")
         return EXIT_INTERNAL
+    finally:
+        if argv is None:  # the command line, and the process ends now: freezing the objects skips
+            gc.freeze()   # the collector's sweep of every loaded module at exit (~1 s with the solvers)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,10 @@ def solve_gcmr(scenario, options: SolveOptions) -> MethodResult:
     try:
         placement = placement_of(scenario, options)
         kernel = recompute_kernel(scenario, placement)
-        x, how_x = solve_recompute(kernel, options.sub(RECOMPUTE_SHARE * budget))
+        if scenario.training.recompute:
+            x, how_x = solve_recompute(kernel, options.sub(RECOMPUTE_SHARE * budget))
+        else:   # forbidden: every activation is kept, Mem_pair offloads the overflow
+            x, how_x = {"x": [[0] * len(kernel.units) for _ in kernel.stages]}, "none (forbidden)"
         recompute = plan_recompute(scenario, x["x"])
         pairing = mem_pair_kernel(scenario, placement, recompute)
         offload, how_o = solve_offload(pairing, options.sub((1 - RECOMPUTE_SHARE) * budget))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -25,7 +26,7 @@ RECOMPUTE_START_S = 0.5      # the GCMR DP start of the recompute models
 PLACEMENT_START_SHARE = 0.1  # placement: per tile shape, share of the limit for the local-search start
 PLACEMENT_START_S = 2.0      # ... and at most this
 PLACEMENT_POLISH_S = 2.0     # placement: local search on the full objective after a base-objective model
-PLACEMENT_BNB_START_S = 2.0  # placement bnb: at most this for the GA's first incumbent
+PLACEMENT_BNB_START_S = 0.5  # placement bnb: at most this for the local search's first incumbent
 
 
 def start_seconds(options: SolveOptions, share: float = START_SHARE, default: float = START_S) -> float:
@@ -141,12 +142,13 @@ def placement_rlt1(inst, options: SolveOptions) -> MethodResult:
 
 
 def placement_bnb(inst, options: SolveOptions) -> MethodResult:
-    """Branch and bound, with the GA's plan (a share of the budget) as its first incumbent."""
-    from wafopt.heuristics.placement import ga
+    """Branch and bound, with the local search's plan (a share of the budget) as its first
+    incumbent (the GA would spend its share importing pymoo and ramping up a population)."""
+    from wafopt.heuristics.placement import local
     from wafopt.models.placement_bnb import bnb
 
     seconds = min(PLACEMENT_BNB_START_S, start_seconds(options, PLACEMENT_START_SHARE, PLACEMENT_START_S))
-    return bnb(inst, warm_started(options, lambda sub: ga(inst, sub).plan, seconds))
+    return bnb(inst, warm_started(options, lambda sub: local(inst, sub).plan, seconds))
 
 
 # --- tatp: the tiles mapping starts the models; their column search repairs relaxed solutions ---
@@ -166,14 +168,14 @@ def tatp_cpsat(instance, options: SolveOptions) -> MethodResult:
     from wafopt.heuristics.tatp import complete_groups
     from wafopt.models.tatp import solve_cpsat
 
-    return solve_cpsat(instance, _tatp_start(instance, options), complete_groups)
+    return solve_cpsat(instance, _tatp_start(instance, options), partial(complete_groups, stop=options.stopped))
 
 
 def tatp_milp(instance, options: SolveOptions) -> MethodResult:
     from wafopt.heuristics.tatp import complete_groups
     from wafopt.models.tatp import solve_milp
 
-    return solve_milp(instance, _tatp_start(instance, options), complete_groups)
+    return solve_milp(instance, _tatp_start(instance, options), partial(complete_groups, stop=options.stopped))
 
 
 # --- routing: TCME from XY starts the models --------------------------------------------------------

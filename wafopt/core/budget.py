@@ -168,7 +168,7 @@ class SolveOptions:
         finally:
             _abandonable_steps -= 1
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous_handler)
+            signal.signal(signal.SIGALRM, signal.SIG_DFL if previous_handler is None else previous_handler)
             if previous_alarm:  # an enclosing step's (or another user's) timer goes on
                 signal.setitimer(signal.ITIMER_REAL, max(1e-3, previous_alarm - (time.monotonic() - entered)))
 

@@ -67,7 +67,7 @@ class Fields:
 
     def integer(self, key: str, default: Any = _REQUIRED, *, positive: bool = False,
                 nonnegative: bool = False, maximum: int = MAX_COUNT) -> int:
-        """An integer (or an integral float) with |value| <= maximum."""
+        """An integer (8.0 and 8e0 read as 8; true and "8" do not) with |value| <= maximum."""
         value = self.raw(key, default)
         if value is default and default is not _REQUIRED:
             return value

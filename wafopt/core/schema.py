@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.files import excerpt, field_path
-from wafopt.core.limits import MAX_AMOUNT, MAX_NAME_CHARS, MAX_TEXT_CHARS
+from wafopt.core.limits import (MAX_AMOUNT, MAX_DIES, MAX_NAME_CHARS, MAX_SECONDS, MAX_TEXT_CHARS, MAX_VOLUME,
+                                MIN_RATE)
 
 _SPECS: dict[str, type["Spec"]] = {}  # class name -> Spec, for the noun of a shape in messages
 
@@ -47,23 +48,36 @@ class Spec(BaseModel):
         return data
 
 
-def integer(ge: int, le: int, description: str | None = None):
+def _integral(value):
+    """8.0 and 8e0 (YAML reads 1e3 as a float) are the integer 8; true and "8" stay wrong."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+def integer(ge: int, le: int):
     """An int in [ge, le]."""
-    return Annotated[int, Field(ge=ge, le=le, description=description)]
+    return Annotated[int, Field(ge=ge, le=le), BeforeValidator(_integral)]
 
 
-def number(*, gt: float | None = None, ge: float | None = None, le: float = MAX_AMOUNT,
-           description: str | None = None):
+def number(*, gt: float | None = None, ge: float | None = None, le: float = MAX_AMOUNT):
     """A finite float (an int is accepted) above gt or from ge, up to le."""
-    return Annotated[float, Field(gt=gt, ge=ge, le=le, description=description)]
+    return Annotated[float, Field(gt=gt, ge=ge, le=le)]
 
 
 Name = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
 Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+Amount = number(ge=0)                         # bytes, states, capacities, spares: 0 .. 1e18
+PositiveAmount = number(gt=0)
+Seconds = number(ge=0, le=MAX_SECONDS)
+Volume = number(ge=0, le=MAX_VOLUME)          # flow volumes: exact integers up to 2^53
+PositiveVolume = number(gt=0, le=MAX_VOLUME)
+Rate = number(ge=MIN_RATE)                    # bandwidths: a volume over a rate stays finite
+Objective = number(ge=-MAX_AMOUNT)
+DieCount = integer(1, MAX_DIES)
+Version = integer(1, 10**6)
 
 
 class KnownOptimum(Spec):
-    value: number(ge=-MAX_AMOUNT, description="the optimum (or best known) objective value")
+    value: Objective = Field(description="the optimum (or best known) objective value")
     source: Text
     proven: bool | None = Field(True, description="false for a best known value")
 
@@ -72,7 +86,7 @@ class Document(Spec):
     """Keys common to every instance file; each problem's Document adds its own."""
 
     problem: str
-    schema_version: integer(1, 10**6) | None = Field(1, alias="schema", description="schema version")
+    schema_version: Version | None = Field(1, alias="schema", description="schema version")
     name: Name | None = None
     description: Text | None = None
     source: Text | dict[str, Any] | None = Field(None, description="provenance: text or a mapping")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 from wafopt.explore.space import ComputeDie, EdgeUnit, Space
@@ -124,15 +125,44 @@ def edge_config(seq) -> EdgeConfig:
                       _round(sum(u.bandwidth_tbps for u in d2d)))
 
 
+def edge_multisets(units: tuple[EdgeUnit, ...], max_units: int, length_mm: float):
+    """(units, orders): every multiset of up to max_units units that fits along an edge of this
+    length, with the number of ordered arrangements it stands for (edge_sequences, counted)."""
+    for k in range(max_units + 1):
+        for combo in itertools.combinations_with_replacement(range(len(units)), k):
+            if sum(units[i].width_mm for i in combo) <= length_mm + 1e-9:
+                orders = math.factorial(k)
+                for c in Counter(combo).values():
+                    orders //= math.factorial(c)
+                yield tuple(units[i] for i in combo), orders
+
+
+def _undominated(configs: list[EdgeConfig]) -> list[EdgeConfig]:
+    """The configs no other of the same depth dominates (EdgeConfig.dominates, vectorized)."""
+    import numpy as np
+
+    keys = np.array([(c.dram_gb, c.dram_tbps, c.d2d_tbps, -c.budget_tbps) for c in configs], dtype=float)
+    depth = np.array([c.depth_mm for c in configs], dtype=float)
+    kept = []
+    for k, c in enumerate(configs):
+        same = np.isclose(depth, depth[k], rtol=1e-9, atol=0.0)   # math.isclose's default
+        ge, gt = np.all(keys >= keys[k], axis=1), np.any(keys > keys[k], axis=1)
+        if not np.any(same & ge & gt):
+            kept.append(c)
+    return kept
+
+
 def edge_options(space: Space, length_mm: float, counts: dict, label: str) -> list[EdgeConfig]:
-    """Deduplicated and pruned arrangements of one edge of the given length."""
-    ordered = list(edge_sequences(space.edge.units, space.edge.max_units, length_mm))
+    """Deduplicated and pruned arrangements of one edge of the given length. The order of units
+    never changes an edge's metrics, so arrangements are built as multisets and only counted."""
+    ordered = 0
     unique = {}
-    for seq in ordered:
-        cfg = edge_config(seq)
+    for combo, orders in edge_multisets(space.edge.units, space.edge.max_units, length_mm):
+        ordered += orders
+        cfg = edge_config(combo)
         unique.setdefault(cfg.units, cfg)
-    kept = [c for c in unique.values() if not any(o.dominates(c) for o in unique.values())]
-    counts[f"{label} edge arrangements"] = counts.get(f"{label} edge arrangements", 0) + len(ordered)
+    kept = _undominated(list(unique.values()))
+    counts[f"{label} edge arrangements"] = counts.get(f"{label} edge arrangements", 0) + ordered
     counts[f"{label} after dedup"] = counts.get(f"{label} after dedup", 0) + len(unique)
     counts[f"{label} after edge pruning"] = counts.get(f"{label} after edge pruning", 0) + len(kept)
     return sorted(kept, key=lambda c: c.units)

@@ -187,6 +187,8 @@ class Explorer:
             for (s, w, _), r in zip(pairs, self._run("F1", pairs)):
                 if r["feasible"] and r["value"] is not None:
                     s.upper[w.name] = r["value"]
+                    if r.get("plan") is not None:   # F3 simulates it if F2 finds nothing better
+                        s.plans[w.name] = r["plan"]
                 if r.get("bound") is not None:
                     s.bound[w.name] = max(s.bound[w.name], r["bound"])
                 s.fidelity = "F1"
@@ -221,22 +223,30 @@ class Explorer:
                 batch = keep
             pairs = [(s, w, None) for s in batch for w in self.workloads]
             for (s, w, _), r in zip(pairs, self._run("F2", pairs)):
-                if r["feasible"] and r["value"] is not None:
+                if r["feasible"] and r["value"] is not None and (
+                        w.name not in s.plans or r["value"] < s.upper.get(w.name, math.inf)):
                     s.upper[w.name] = min(s.upper.get(w.name, math.inf), r["value"])
                     s.plans[w.name] = r["plan"]
                 if r.get("bound") is not None:
                     s.bound[w.name] = max(s.bound.get(w.name, 0.0), r["bound"])
                 s.fidelity = "F2"
+            if not exhaustive:   # F2's tighter bound may already exclude a design: no F3 for it
+                for s in batch:
+                    if (1 - eps) * self.lower(s) > best_cost:
+                        s.status, s.why = "pruned", "F2: its tightened bound is above the best simulated design"
+                batch = [s for s in batch if s.status != "pruned"]
             pairs = [(s, w, s.plans[w.name]) for s in batch for w in self.workloads if w.name in s.plans]
             for (s, w, _), r in zip(pairs, self._run("F3", pairs)):
                 if r["feasible"]:
                     s.simulated[w.name] = r["value"]
                 s.fidelity = "F3"
             for s in batch:
-                s.status = "evaluated"
                 cost = self.objective.cost(s.design, s.simulated)
-                if cost is not None and (cost < best_cost or (cost == best_cost and best and
-                                                               s.design.id < best.design.id)):
+                if cost is None:   # some workload has no plan (none found in the budget) or no simulation
+                    s.status, s.why = "no plan", "no plan found or simulated for every workload"
+                    continue
+                s.status = "evaluated"
+                if cost < best_cost or (cost == best_cost and best and s.design.id < best.design.id):
                     best, best_cost = s, cost
             queue.sort(key=lambda s: (self.lower(s), s.design.id))
             self.progress("F3", {"evaluated": sum(x.status == "evaluated" for x in states),
@@ -245,6 +255,8 @@ class Explorer:
         remaining = [s for s in queue] if stopped else []
         for s in remaining:
             s.status, s.why = "remaining", "not evaluated within the time limit"
+        # a design left without a plan could still be the optimum: the run proves nothing about it
+        remaining += [s for s in states if s.status == "no plan" and (1 - eps) * self.lower(s) <= best_cost]
         return self.report(states, counts, best, best_cost, remaining, time.perf_counter() - started)
 
     # ---- results ------------------------------------------------------------------------------

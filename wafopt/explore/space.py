@@ -90,6 +90,11 @@ class Edge(_Strict):
     max_units: int = Field(3, ge=0, le=MAX_UNITS_PER_EDGE)
     units: tuple[EdgeUnit, ...] = Field(min_length=1, max_length=MAX_UNIT_TYPES)
 
+    @model_validator(mode="after")
+    def _unique_names(self):
+        _unique([u.name for u in self.units], "unit")   # an edge is identified by its unit names
+        return self
+
 
 class Workload(_Strict):
     name: str = Field(min_length=1, max_length=60)
@@ -108,6 +113,18 @@ class Space(_Strict):
     workloads: tuple[Workload, ...] = Field(min_length=1, max_length=MAX_WORKLOADS)
     objective: Literal["throughput", "capacity_x_throughput"] = "throughput"
     min_dies: int = Field(1, ge=1, le=10_000)   # designs with fewer dies are not wafers worth planning
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        _unique([d.name for d in self.compute_dies], "compute die")   # design ids start with it
+        _unique([w.name for w in self.workloads], "workload")         # results are keyed by it
+        return self
+
+
+def _unique(names: list[str], what: str) -> None:
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{what} names must be unique, {repeated[0]!r} repeats")
 
 
 @dataclass(frozen=True)

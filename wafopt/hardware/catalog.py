@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -115,7 +115,7 @@ class LLM:
             mlp = self.mlp_params(self.ffn_hidden)
         return self.attention_params + mlp + NORM_PARAMS_PER_LAYER * h
 
-    @property
+    @cached_property   # a sum over every layer, asked for by every layout bound
     def params_per_layer(self) -> float:
         """Mean parameters per transformer layer (exact for dense models)."""
         return sum(self.layer_params(i) for i in range(self.layers)) / self.layers
@@ -194,9 +194,7 @@ class Wafer:
         return self.dies - len(self.faulty_dies)
 
     def mesh(self) -> Mesh:
-        links = [tuple(sorted(link)) for link in self.faulty_links]
-        return Mesh.build(self.rows, self.cols, sorted(self.faulty_dies), sorted(links),
-                          self.link_bandwidth, self.link_latency, where=f"wafer {self.name}")
+        return _mesh_of(self)  # one Mesh per wafer: its distances and routes are computed once
 
     def to_spec(self) -> dict:
         """Inline mapping in human units that resolve_wafer turns back into an equal Wafer."""
@@ -209,6 +207,13 @@ class Wafer:
                 "faulty_links": sorted([sorted([list(d) for d in link])
                                         for link in self.faulty_links]),
                 "source": self.source, "compute_efficiency": self.compute_efficiency}
+
+
+@lru_cache(maxsize=256)
+def _mesh_of(wafer: Wafer) -> Mesh:
+    links = [tuple(sorted(link)) for link in wafer.faulty_links]
+    return Mesh.build(wafer.rows, wafer.cols, sorted(wafer.faulty_dies), sorted(links),
+                      wafer.link_bandwidth, wafer.link_latency, where=f"wafer {wafer.name}")
 
 
 # --------------------------------------------------------------------------------------------

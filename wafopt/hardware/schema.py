@@ -7,8 +7,8 @@ from typing import Annotated
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from wafopt.core.limits import MAX_DIES, MAX_MESH_SIDE, MAX_SECONDS, MIN_RATE
-from wafopt.core.schema import Spec, integer, number
+from wafopt.core.limits import MAX_DIES, MAX_MESH_SIDE
+from wafopt.core.schema import Rate, Seconds, Spec, integer
 
 Coordinate = integer(0, MAX_MESH_SIDE - 1)
 Die = Annotated[list[Coordinate], Field(min_length=2, max_length=2, description="[row, col]")]
@@ -23,8 +23,8 @@ class MeshSpec(Spec):
     cols: Side
     faulty_dies: Annotated[list[Die], Field(max_length=MAX_DIES)] | None = None
     faulty_links: Annotated[list[Link], Field(max_length=2 * MAX_DIES)] | None = None
-    link_bandwidth: number(ge=MIN_RATE, description="volume per time unit per link direction") | None = 1.0
-    link_latency: number(ge=0, le=MAX_SECONDS, description="seconds per hop") | None = 0.0
+    link_bandwidth: Rate | None = Field(1.0, description="volume per time unit per link direction")
+    link_latency: Seconds | None = Field(0.0, description="seconds per hop")
 
     @model_validator(mode="after")
     def _size(self):

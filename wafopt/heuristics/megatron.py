@@ -7,6 +7,8 @@ recomputation of every layer, no offloading. The best tile shape by the evaluato
 
 from __future__ import annotations
 
+import time
+
 from wafopt.problems import evaluate
 from wafopt.problems.plan.instance import Scenario
 from wafopt.problems.plan.layouts import serpentine_plans
@@ -19,10 +21,13 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
         return MethodResult(None, "unknown", message="megatron needs a fixed layout: add parallel: {tp, pp, dp}")
     work = scenario.workload()
     fits_plain = all(s.memory_bytes(None) <= scenario.wafer.dram_capacity for s in work.stages)
-    recompute = None if fits_plain else [s.full_recompute() for s in work.stages]
-    best, best_time, tried = None, None, []
+    recompute = None if fits_plain or not scenario.training.recompute else [s.full_recompute() for s in work.stages]
+    best, best_time, tried, longest = None, None, [], 0.0
     for (h, w), plan in serpentine_plans(scenario):
-        if best is not None and options.stopped():  # Ctrl-C or the time limit: keep the best so far
+        # Ctrl-C or the time limit: keep the best so far, and start no evaluation that would end
+        # past the deadline (the run evaluates the chosen plan once more)
+        left = options.remaining()
+        if best is not None and (options.stopped() or (left is not None and left < 2 * longest)):
             tried.append(f"{h}x{w} and later shapes: not tried (stopped)")
             break
         if plan is None:
@@ -31,7 +36,9 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
             continue
         if recompute is not None:
             plan["recompute"] = recompute
+        started = time.monotonic()
         ev = evaluate("plan", scenario, plan)
+        longest = max(longest, time.monotonic() - started)
         tried.append(f"{h}x{w}: {'%.4g s' % ev.objective if ev.feasible else 'infeasible'}")
         if ev.feasible and (best_time is None or ev.objective < best_time):
             best, best_time = plan, ev.objective

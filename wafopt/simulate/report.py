@@ -6,9 +6,8 @@ from pathlib import Path
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.files import read_mapping
-from wafopt.problems import load
+from wafopt.problems import evaluate, load
 from wafopt.problems.evaluation import PlanError
-from wafopt.problems.plan.evaluate import evaluate
 from wafopt.simulate.engine import Simulation, simulate
 
 PHASE_COLOURS = {"forward": "#4C72B0", "recompute": "#DD8452", "backward": "#55A868", "optimizer": "#8C8C8C"}
@@ -37,13 +36,13 @@ def simulate_solution(solution: str, instance: str | None = None, contention: bo
     loaded = load(where)
     if loaded.problem != "plan":
         raise InstanceError(f"is a {loaded.problem} instance, simulate needs a plan scenario", where)
-    evaluation = evaluate(loaded.instance, data["plan"])
+    evaluation = evaluate("plan", loaded.instance, data["plan"])
     if evaluation.objective is None:
         raise InstanceError(f"plan cannot be evaluated: {'; '.join(evaluation.violations)[:300]}", solution)
     try:
         tasks = plan_producer()(loaded.instance, data["plan"])
-    except PlanError as exc:
-        raise InstanceError(f"malformed plan: {exc}", solution) from None
+    except (PlanError, TypeError, ValueError, KeyError, IndexError) as exc:
+        raise InstanceError(f"malformed plan: {str(exc)[:300]}", solution) from None
     return simulate(tasks, contention=contention, timeline=timeline), evaluation
 
 

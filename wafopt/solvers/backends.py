@@ -5,8 +5,10 @@ absolute gap 1e-4): a status `optimal` from here is a proof.
 
 Both obey the run's budget: a solver gets only what is left of the run's deadline once its model
 is built, and stops on Ctrl-C. HiGHS polls its interrupt callbacks (MIP, simplex, interior point),
-which answer from the shared interrupt event and the deadline; CP-SAT does not catch SIGINT itself
-(the run's handler must see it) and a watcher thread calls StopSearch when the event is set.
+which answer from the shared interrupt event and the deadline; as a MIP polls them only between LP
+solves, pyomo models are solved in a child process that is killed when it does not stop in time.
+CP-SAT does not catch SIGINT itself (the run's handler must see it) and a watcher thread calls
+StopSearch when the event is set. Building a model is an abandonable step (core.budget).
 """
 
 from __future__ import annotations
@@ -222,9 +224,12 @@ def _child_solve(solve, variables, options: SolveOptions, stop_flag, writer: int
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.set_wakeup_fd(-1)
+        parent = os.getppid()
 
         def watch_stop_flag():
             while not stop_flag[0]:
+                if os.getppid() != parent:   # the parent is gone (killed): nobody wants the answer
+                    os._exit(1)
                 time.sleep(0.02)
             options.interrupted = True   # the interrupt callbacks stop HiGHS at its next poll
 
@@ -274,9 +279,9 @@ def _report_progress(highs, options: SolveOptions) -> None:
 
 
 def progress_bounds(options: SolveOptions, label: str, incumbent: float | None, bound: float | None,
-                    scale: float = 1.0, force: bool = False) -> None:
-    """A progress line `label: incumbent X, bound Y, gap Z` (model values divided by `scale`);
-    infinite or missing values read '-'."""
+                    scale: float = 1.0, force: bool = False, extra: str = "") -> None:
+    """A progress line `label: incumbent X, bound Y, gap Z[, extra]` (model values divided by
+    `scale`); infinite or missing values read '-'."""
     def shown(value):
         return value is not None and math.isfinite(value)
 
@@ -286,7 +291,8 @@ def progress_bounds(options: SolveOptions, label: str, incumbent: float | None, 
     if inc is not None and low is not None:
         gap = f"{100 * max(0.0, inc - low) / max(abs(inc), 1e-300):.3g}%" if inc else "0%"
     options.progress(f"{label}: incumbent {'-' if inc is None else f'{inc:.8g}'}, "
-                     f"bound {'-' if low is None else f'{low:.8g}'}, gap {gap}", force=force)
+                     f"bound {'-' if low is None else f'{low:.8g}'}, gap {gap}" + (f", {extra}" if extra else ""),
+                     force=force)
 
 
 def cpsat_version() -> str:

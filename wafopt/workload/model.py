@@ -69,6 +69,7 @@ class Training:
     distributed_optimizer: bool = False   # shard master weights and Adam moments over dp
     activation_bytes: int = 2             # element size of activations and weights (fp16)
     workspace_bytes: float = 0.0          # per die: kernel workspace and communication buffers
+    recompute: bool = True                # False: every activation is kept (offloading still allowed)
 
     def __post_init__(self):
         if isinstance(self.states, str):   # a preset name
@@ -102,6 +103,7 @@ def parse_training(fields_or_mapping: Fields | Mapping, where: str = "training")
         distributed_optimizer=f.boolean("distributed_optimizer", False),
         activation_bytes=f.integer("activation_bytes", 2, positive=True),
         workspace_bytes=f.number("workspace_gb", 0.0, nonnegative=True) * GB,
+        recompute=f.boolean("recompute", True),
     )
     f.finish()
     if training.global_batch % training.micro_batch:

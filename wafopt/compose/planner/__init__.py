@@ -114,8 +114,11 @@ class Search:
         the layouts whose bound is not below the incumbent."""
         wave = []
         while len(wave) < WAVE and not stopped():
+            before = self.bound
             tighten(self.scenario, self.bounds, stopped)
             self.update_bound()
+            if self.bound != before:
+                self.record()
             open_ = [k for k, b in enumerate(self.bounds)
                      if b.feasible and b.key() not in self.status and b.key() not in [w.key() for w in wave]]
             if not open_:
@@ -145,6 +148,13 @@ def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True
     bounds = space_bounds(scenario, run.stopped)
     complete = len(bounds) == len(layout_space(scenario))
     search = Search(scenario, options, bounds)
+    if options.warm_start:   # a given plan is the first incumbent (it prunes like any other)
+        from wafopt.problems import evaluate
+
+        ev = evaluate("plan", scenario, options.warm_start)
+        if ev.feasible:
+            ws = options.warm_start
+            search.offer(ws, ev.objective, (ws["tp"], ws["pp"], ws.get("dp", 1)), "warm start")
     tighten(scenario, bounds, run.stopped)   # full and LP bounds where the least bounds are
     search.update_bound()
     best = plan_bound(bounds)

@@ -174,14 +174,16 @@ def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: Solv
     why = kernel.shortfall()
     if why:
         raise InstanceError(why)
+    if not fs.training.recompute:   # forbidden: every activation is kept, Mem_pair offloads the overflow
+        return plan_recompute(fs, [[0] * len(kernel.units) for _ in kernel.stages]), "none (forbidden)"
     start = method_function("recompute", "dp")(kernel, options.sub())
     if start.plan is None:
         raise InstanceError(f"recompute DP: {start.message}")
     x, how = start.plan, "dp"
     if not options.stopped():
         exact = method_function("recompute", "milp")(kernel, options.sub(RECOMPUTE_MILP_S, warm_start=start.plan))
-        if exact.plan is not None and evaluate("recompute", kernel, exact.plan).objective <= \
-                evaluate("recompute", kernel, start.plan).objective:
+        if exact.plan is not None and exact.status in ("optimal", "feasible") and \
+                evaluate("recompute", kernel, exact.plan).objective <= evaluate("recompute", kernel, start.plan).objective:
             x, how = exact.plan, f"milp {exact.status}"
     return plan_recompute(fs, x["x"]), how
 

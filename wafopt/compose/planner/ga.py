@@ -89,6 +89,8 @@ class Plans:
 # --- the operators (rng: numpy Generator from pymoo's random_state) ---------------------------------
 
 def op1_recompute(plans: Plans, plan: dict, rng) -> dict | None:
+    if not plans.scenario.training.recompute:
+        return None
     work = plans.fs(plan).workload()
     child = copy.deepcopy(plan)
     i = int(rng.integers(plan["pp"]))

@@ -8,18 +8,18 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from wafopt.core import schema
-from wafopt.core.limits import MAX_AMOUNT, MAX_CHUNKS, MAX_DIES
+from wafopt.core.limits import MAX_CHUNKS, MAX_DIES
 from wafopt.hardware.schema import Die, MeshSpec
 
 
 class SenderSpec(schema.Spec):
     die: Die
-    overflow: schema.number(ge=0, description="bytes (or volume units) to place on helpers")
+    overflow: schema.Amount = Field(description="bytes (or volume units) to place on helpers")
 
 
 class HelperSpec(schema.Spec):
     die: Die
-    spare: schema.number(ge=0, description="free DRAM it can take")
+    spare: schema.Amount = Field(description="free DRAM it can take")
 
 
 class Document(schema.Document):
@@ -29,8 +29,8 @@ class Document(schema.Document):
     mesh: MeshSpec
     senders: Annotated[list[SenderSpec], Field(max_length=MAX_DIES)]
     helpers: Annotated[list[HelperSpec], Field(max_length=MAX_DIES)]
-    chunk: schema.number(gt=0, le=MAX_AMOUNT, description="allocation granularity") | None = 1.0
-    max_helpers_per_sender: schema.integer(1, MAX_DIES) | None = None
+    chunk: schema.PositiveAmount | None = Field(1.0, description="allocation granularity")
+    max_helpers_per_sender: schema.DieCount | None = None
 
     @model_validator(mode="after")
     def _chunk_counts(self):

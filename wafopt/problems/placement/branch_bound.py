@@ -45,7 +45,8 @@ from wafopt.core.numeric import integral_bound, tolerance
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 
-FLOAT_MARGIN = 1e-9   # relative safety margin of float bounds (exact for integer data below 2^53)
+FLOAT_MARGIN = 1e-9   # relative safety margin of float bounds (exact for integer data below 2^52)
+MAX_TREE_TOKENS = 5_000_000   # a certificate's tree beyond this is refused (checking it would take hours)
 
 
 def symmetry_group(fit: Fitness) -> list[np.ndarray]:
@@ -108,6 +109,13 @@ class Space:
         images = self._group[acting][:, free]
         return free[images.min(axis=0) == free]
 
+    def symmetric(self, slots: np.ndarray) -> np.ndarray:
+        """For nodes with used slots (B, d): whether a symmetry other than the identity fixes
+        every used slot (then `kids` keeps one slot per orbit; else every free slot is a kid)."""
+        if len(self.group) <= 1:
+            return np.zeros(len(slots), dtype=bool)
+        return self._fixes[:, slots].all(axis=2).sum(axis=0) > 1
+
     @cached_property
     def _touching(self) -> tuple[np.ndarray, np.ndarray]:
         """For each stage, its flows (padded): the other end (-1: none) and whether the stage sends."""
@@ -154,9 +162,7 @@ class Space:
         rows = np.arange(B)[:, None]
         slot_of = np.full((B, n), -1)
         slot_of[rows, stages] = slots
-        used = np.zeros((B, m), dtype=bool)
-        used[rows, slots] = True
-        free_slots = np.nonzero(~used)[1].reshape(B, m - d)         # each node's free slots, ascending
+        free = free_slots(m, slots)                                  # each node's free slots, ascending
         mf = m - d
         is_fixed = slot_of >= 0
         is_fixed[np.arange(B), branch] = True
@@ -172,10 +178,10 @@ class Space:
             complete[np.arange(B)[:, None], np.arange(c)[None, :], branch[:, None]] = kids
             return bound, exact, [list(complete[b]) for b in range(B)]
         # linear part: each free stage's fixed partners, the branch stage at the kid's slot included
-        linear = np.matmul(C[rest[:, :, None], stages[:, None, :]], D[slots[:, :, None], free_slots[:, None, :]])
+        linear = np.matmul(C[rest[:, :, None], stages[:, None, :]], D[slots[:, :, None], free[:, None, :]])
         M = (linear[:, None, :, :] + C[rest, branch[:, None]][:, None, :, None]
-             * D[kids[:, :, None], free_slots[:, None, :]][:, :, None, :])                # (B, c, r, mf)
-        kid_pos = (free_slots[:, None, :] < kids[:, :, None]).sum(axis=2)                # (B, c)
+             * D[kids[:, :, None], free[:, None, :]][:, :, None, :])                # (B, c, r, mf)
+        kid_pos = (free[:, None, :] < kids[:, :, None]).sum(axis=2)                # (B, c)
         if r > 1:
             # GL: sorted flows to the other free stages (one set per node) against sorted distances
             # to the other free slots less the kid's: the entry at the kid's rank is skipped, i.e.
@@ -183,7 +189,7 @@ class Space:
             Cr = C[rest[:, :, None], rest[:, None, :]]
             Cr[:, np.arange(r), np.arange(r)] = -np.inf
             flows = -np.sort(-Cr, axis=2)[:, :, :r - 1]                                   # (B, r, r-1)
-            Dk = D[free_slots[:, :, None], free_slots[:, None, :]]
+            Dk = D[free[:, :, None], free[:, None, :]]
             Dk[:, np.arange(mf), np.arange(mf)] = np.inf
             order = np.argsort(Dk, axis=2, kind="stable")
             rank = np.empty_like(order)
@@ -207,7 +213,7 @@ class Space:
             bound[b, a] += M[b, a][row, col].sum()
             full = slot_of[b].copy()
             full[branch[b]] = kids[b, a]
-            full[rest[b][row]] = free_slots[b][cols[b, a][col]]
+            full[rest[b][row]] = free[b][cols[b, a][col]]
             completion[b][a] = full
         cheap_only = cheap >= cutoff
         bound[cheap_only], exact[cheap_only] = cheap[cheap_only], False
@@ -243,6 +249,13 @@ class Space:
         return ((self.D[s_slot, h_slot] * gamma * both) @ self.pair_v).astype(float)
 
 
+def free_slots(m: int, slots: np.ndarray) -> np.ndarray:
+    """(B, m - d): each row's slots not in `slots` (B, d), ascending."""
+    used = np.zeros((len(slots), m), dtype=bool)
+    used[np.arange(len(slots))[:, None], slots] = True
+    return np.nonzero(~used)[1].reshape(len(slots), m - slots.shape[1])
+
+
 # --- the tree as a certificate ----------------------------------------------------------------
 
 def encode_tree(tokens: list[int]) -> str:
@@ -250,13 +263,13 @@ def encode_tree(tokens: list[int]) -> str:
     return base64.b64encode(zlib.compress(np.asarray(tokens, dtype="<u2").tobytes(), 9)).decode("ascii")
 
 
-def decode_tree(text: str, n: int, limit: int = 50_000_000) -> np.ndarray:
+def decode_tree(text: str, n: int, limit: int = MAX_TREE_TOKENS) -> np.ndarray:
     try:
         raw = zlib.decompressobj().decompress(base64.b64decode(text.encode("ascii"), validate=True), 2 * limit)
     except (ValueError, zlib.error, UnicodeEncodeError):
         raise CertificateError("bnb-frontier tree is not base64 zlib data") from None
     if len(raw) % 2 or len(raw) >= 2 * limit:
-        raise CertificateError("bnb-frontier tree has a broken length")
+        raise CertificateError(f"bnb-frontier tree is broken or longer than {limit} nodes")
     tokens = np.frombuffer(raw, dtype="<u2").astype(np.int64)
     if tokens.size == 0 or tokens.max() > n:
         raise CertificateError("bnb-frontier tree holds a token that is no stage")
@@ -266,18 +279,12 @@ def decode_tree(text: str, n: int, limit: int = 50_000_000) -> np.ndarray:
 def walk(space: Space, tokens: np.ndarray, claimed: float) -> float:
     """Re-derive the least leaf bound of a preorder tree, exactly where it is below `claimed`
     (a leaf whose row-minimum bound clears `claimed` is counted at `claimed`). Raises
-    CertificateError on a malformed tree."""
+    CertificateError on a malformed tree. The tree is read first; the leaves are then bounded in
+    batches of nodes with as many fixed stages and leaf children."""
     n = space.n
-    least = math.inf
     position = 0
 
-    def leaf_bounds(stages, slots, branch, kids):
-        nonlocal least
-        bound, exact, _ = space.children(stages, slots, branch, np.asarray(kids), cutoff=claimed)
-        for a, value in enumerate(bound):
-            least = min(least, value if exact[a] else max(claimed, value))
-
-    def expand(stages, slots):
+    def expand(stages):
         nonlocal position
         if position >= len(tokens):
             raise CertificateError("bnb-frontier tree ends early")
@@ -289,20 +296,21 @@ def walk(space: Space, tokens: np.ndarray, claimed: float) -> float:
             raise CertificateError(f"bnb-frontier tree branches twice on stage {token}")
         return token
 
-    root = expand([], [])
+    root = expand([])
     if root is None:   # the whole space is one leaf: its bound is the plain Gilmore-Lawler bound
         return root_bound(space)
+    groups: dict[tuple[int, int], list] = {}          # (fixed stages, leaf children) -> nodes
     pending: list[tuple[list[int], list[int], int, list[int], list]] = [([], [], root, space.kids([], []).tolist(), [])]
     while pending:
         stages, slots, branch, kids, leaves = pending[-1]
         if not kids:
             pending.pop()
             if leaves:
-                leaf_bounds(stages, slots, branch, leaves)
+                groups.setdefault((len(stages), len(leaves)), []).append((stages, slots, branch, leaves))
             continue
         k = kids.pop(0)
         child_stages, child_slots = stages + [branch], slots + [k]
-        token = expand(child_stages, child_slots)
+        token = expand(child_stages)
         if token is None or len(child_stages) == n:
             if token is not None:
                 raise CertificateError("bnb-frontier tree branches below a complete assignment")
@@ -311,6 +319,15 @@ def walk(space: Space, tokens: np.ndarray, claimed: float) -> float:
             pending.append((child_stages, child_slots, token, space.kids(child_stages, child_slots).tolist(), []))
     if position != len(tokens):
         raise CertificateError("bnb-frontier tree has tokens after its last node")
+    least = math.inf
+    for (d, _), nodes in groups.items():
+        for start in range(0, len(nodes), 64):
+            chunk = nodes[start:start + 64]
+            bound, exact, _ = space.children_batch(
+                np.array([node[0] for node in chunk], dtype=int).reshape(len(chunk), d),
+                np.array([node[1] for node in chunk], dtype=int).reshape(len(chunk), d),
+                np.array([node[2] for node in chunk]), np.array([node[3] for node in chunk]), cutoff=claimed)
+            least = min(least, float(np.where(exact, bound, np.maximum(bound, claimed)).min()))
     return least
 
 

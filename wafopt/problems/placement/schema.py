@@ -58,7 +58,7 @@ Triple = Annotated[list[Any], AfterValidator(_triple), WithJsonSchema({
     "prefixItems": [{"type": "integer", "minimum": 0, "maximum": MAX_STAGES - 1},
                     {"type": "integer", "minimum": 0, "maximum": MAX_STAGES - 1},
                     {"type": "number", "minimum": 0, "maximum": MAX_VOLUME}]})]
-Volume = schema.number(ge=0, le=MAX_VOLUME)
+StageCount = schema.integer(1, MAX_STAGES)
 
 
 class Document(schema.Document):
@@ -67,10 +67,10 @@ class Document(schema.Document):
     problem: Literal["placement"]
     mesh: MeshSpec
     tile: Tiles | None = [1, 1]
-    stages: schema.integer(1, MAX_STAGES) | None = Field(None, description="default: from the flows")
+    stages: StageCount | None = Field(None, description="default: from the flows")
     flows: Annotated[list[Triple], Field(max_length=MAX_FLOWS)] | None = Field(
         None, description="[i, j, volume] directed i -> j")
-    flow_matrix: Annotated[list[Annotated[list[Volume], Field(max_length=MAX_STAGES)]],
+    flow_matrix: Annotated[list[Annotated[list[schema.Volume], Field(max_length=MAX_STAGES)]],
                            Field(max_length=MAX_STAGES)] | None = Field(None, description="dense n x n volumes")
     pairs: Annotated[list[Triple], Field(max_length=MAX_FLOWS)] | None = Field(
         None, description="Mem_pair flows [sender, helper, volume]")

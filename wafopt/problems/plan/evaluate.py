@@ -78,6 +78,9 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
                             f"{', '.join(u.name for u in stages[0].units)}) or \"full\"")
         x = recompute
         for i, row in enumerate(x):
+            if not scenario.training.recompute and (row == FULL or any(row)):
+                violations.append(f"recompute[{i}]: the scenario forbids recomputation (training.recompute: false)")
+                continue
             if row == FULL:
                 continue
             for j, v in enumerate(row):

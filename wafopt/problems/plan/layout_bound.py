@@ -157,7 +157,7 @@ def layout_data(scenario: Scenario, par: Parallel) -> LayoutData | str:
             M0[j, s] = st.memory_bytes(None)
             keep[j, s] = st.state_bytes + st.gradient_bytes + st.buffer_bytes
             for u, unit in enumerate(st.units):
-                if unit.recomputable:
+                if unit.recomputable and scenario.training.recompute:   # else it saves no memory
                     a[j, s, u] = st.inflight * unit.bytes
                     r[j, s, u] = unit.recompute_s
             every = st.layers * r[j, s].sum()
@@ -171,7 +171,8 @@ def layout_data(scenario: Scenario, par: Parallel) -> LayoutData | str:
     copies = par.tp * par.dp
     cap = healthy * capacity * (1 + MEMORY_SLACK)
     if copies * least.min(axis=1).sum() > cap:
-        return (f"even full recomputation needs {copies * least.min(axis=1).sum() / GB:.1f} GB, the wafer's pooled "
+        how = "even full recomputation" if scenario.training.recompute else "keeping every activation"
+        return (f"{how} needs {copies * least.min(axis=1).sum() / GB:.1f} GB, the wafer's pooled "
                 f"DRAM is {healthy * capacity / GB:.1f} GB")
     w0 = works[0]
     return LayoutData(par, schemes, w0.microbatches, copies, cap, w0.stages[0].optimizer_s, Fc, Bc, M0, a, r,

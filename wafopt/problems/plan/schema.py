@@ -13,15 +13,14 @@ from typing import Any, Literal
 from pydantic import Field
 
 from wafopt.core import schema
-from wafopt.core.limits import MAX_DIES
 
 
 class ParallelSpec(schema.Spec):
     """tp and pp given fix the layout (dp default 1); a partial one fixes what it gives."""
 
-    tp: schema.integer(1, MAX_DIES) | None = None
-    pp: schema.integer(1, MAX_DIES) | None = None
-    dp: schema.integer(1, MAX_DIES) | None = None
+    tp: schema.DieCount | None = None
+    pp: schema.DieCount | None = None
+    dp: schema.DieCount | None = None
 
 
 class Document(schema.Document):

@@ -7,20 +7,23 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from wafopt.core import schema
-from wafopt.core.limits import MAX_DETOUR, MAX_FLOWS, MAX_VOLUME
+from wafopt.core.limits import MAX_DETOUR, MAX_FLOWS
 from wafopt.hardware.schema import Die, MeshSpec
 
 
 class FlowSpec(schema.Spec):
     src: Die
     dst: Die
-    volume: schema.number(gt=0, le=MAX_VOLUME, description="volume per iteration (bytes or instance units)")
+    volume: schema.PositiveVolume = Field(description="volume per iteration (bytes or instance units)")
     label: schema.Name | None = ""
+
+
+Detours = schema.integer(0, MAX_DETOUR)
 
 
 class Detour(schema.Spec):
     noun: ClassVar[str] = "{detour: k}"
-    detour: schema.integer(0, MAX_DETOUR) = Field(description="extra hops allowed over the shortest path")
+    detour: Detours = Field(description="extra hops allowed over the shortest path")
 
 
 class Document(schema.Document):

@@ -7,7 +7,6 @@ from typing import Literal
 from pydantic import Field
 
 from wafopt.core import schema
-from wafopt.core.limits import MAX_DIES
 from wafopt.hardware.schema import MeshSpec
 
 
@@ -16,5 +15,5 @@ class Document(schema.Document):
 
     problem: Literal["tatp"]
     mesh: MeshSpec
-    group_size: schema.integer(1, MAX_DIES) = Field(description="N, dies per ring (at least 2)")
-    groups: schema.integer(1, MAX_DIES) = Field(description="G, number of rings")
+    group_size: schema.DieCount = Field(description="N, dies per ring (at least 2)")
+    groups: schema.DieCount = Field(description="G, number of rings")
