@@ -203,3 +203,16 @@ def test_table_ii_configs_are_points_of_the_example_space(config, table_ii_space
         print(f"\nTable II config {config}: " + (f"kept as {same[0].id}" if same else
               f"pruned; kept design {dominators[0].id} {dominators[0].metrics()} dominates it "
               f"({len(dominators)} do)"))
+
+
+def test_shipped_spaces_validate_and_name_real_scenarios():
+    from pathlib import Path
+
+    from wafopt.explore.fidelity import load_workloads
+    from wafopt.explore.space import load_space
+
+    paths = sorted((Path(__file__).resolve().parents[1] / "spaces").glob("*.yaml"))
+    assert paths
+    for path in paths:
+        loaded = load_space(path)
+        assert [w.name for w in load_workloads(loaded)] == [w.name for w in loaded.space.workloads], path

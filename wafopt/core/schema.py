@@ -155,8 +155,8 @@ def _message(error: dict, value, alternatives: list[dict]) -> str:
         return f"must be at least {ctx['ge']}" + got
     if kind in ("less_than_equal", "less_than"):
         bound = ctx.get("le", ctx.get("lt"))
-        return f"must be {'<=' if kind == 'less_than_equal' else '<'} {bound:g} (limit)" + got \
-            if isinstance(bound, float) else f"must be <= {bound:,} (limit)" + got
+        shown = f"{bound:g}" if isinstance(bound, float) else f"{bound:,}"
+        return f"must be {'<=' if kind == 'less_than_equal' else '<'} {shown} (limit)" + got
     if kind == "finite_number":
         return "must be a finite number" + got
     if kind == "too_short":

@@ -328,17 +328,24 @@ def enumerate_designs(space: Space) -> tuple[list[Design], dict]:
 
 def pareto(designs: list[Design], square_wafer: bool) -> list[Design]:
     """Designs no other design strictly dominates. Sorted so that a dominator comes first; each
-    design is checked against the front so far at once (numpy)."""
+    design is checked first against the front member that dominated the previous one (neighbours
+    in this order are alike, so it usually does), then against the whole front at once (numpy)."""
     import numpy as np
 
     keyed = sorted(((_canonical(d, square_wafer), d) for d in designs), key=lambda kd: tuple(-x for x in kd[0]))
     front: list[Design] = []
     rows = np.empty((len(keyed), len(keyed[0][0]) if keyed else 0))
     n = 0
+    last = None   # the key of the front member that dominated the previous design
     for key, d in keyed:
-        k = np.asarray(key, dtype=float)
-        if n and np.any(np.all(rows[:n] >= k, axis=1) & np.any(rows[:n] > k, axis=1)):
+        if last is not None and all(x >= y for x, y in zip(last, key)) and last != key:
             continue
+        k = np.asarray(key, dtype=float)
+        if n:
+            hit = np.all(rows[:n] >= k, axis=1) & np.any(rows[:n] > k, axis=1)
+            if hit.any():
+                last = tuple(rows[int(np.argmax(hit))])
+                continue
         rows[n] = k
         n += 1
         front.append(d)

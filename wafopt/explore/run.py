@@ -307,8 +307,8 @@ class Explorer:
         if not estimates:
             return []
         top = min(estimates)
-        grid = errors if errors is not None else [round(x, 3) for x in np.linspace(0.0, 0.5, 51)]
-        return [{"error": e, "potentially_optimal": sum((1 - e) * c <= (1 + e) * top for c in estimates)}
+        grid = errors if errors is not None else [round(float(x), 3) for x in np.linspace(0.0, 0.5, 51)]
+        return [{"error": e, "potentially_optimal": int(sum((1 - e) * c <= (1 + e) * top for c in estimates))}
                 for e in grid]
 
     def confidence(self, best_cost: float, remaining: list[DesignState], samples: int = 2000) -> dict:
