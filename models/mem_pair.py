@@ -97,9 +97,9 @@ def decode_milp(model) -> tuple[dict[tuple[int, int], int], bool]:
 
 
 def solve_milp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.solvers.backends import highs_version, milp_method
+    from wafopt.solvers.backends import milp_method, milp_solver_name
 
-    early = early_infeasible(inst, highs_version())
+    early = early_infeasible(inst, milp_solver_name(options))
     if early:
         return early
     return milp_method(build_milp(inst), options, start_plan(inst, options),
@@ -110,9 +110,9 @@ def solve_milp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
 def solve_lp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
     """Transportation LP without K: integral vertices (totally unimodular), so optimal without K;
     with K its value is a lower bound and its plan counts only if it happens to respect K."""
-    from wafopt.solvers.backends import highs_version, solve_pyomo
+    from wafopt.solvers.backends import milp_solver_name, solve_pyomo
 
-    early = early_infeasible(inst, highs_version())
+    early = early_infeasible(inst, milp_solver_name(options))
     if early:
         return early
     model = build_milp(inst, relax=True, with_k=False)

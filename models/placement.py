@@ -25,6 +25,7 @@ import numpy as np
 from wafopt.problems.placement.certificate import (Rlt1Lp, anchor, build_rlt1, gilmore_lawler,
                                                    gilmore_lawler_bound, lagrangian_bound, linear_assignment,
                                                    orbit_representatives, rlt1_certificate, stored_duals)
+from wafopt.problems.placement.branch_bound import symmetry_group
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 from wafopt.core.budget import SolveOptions, never
@@ -49,24 +50,6 @@ def canonical(symmetries: list[np.ndarray], perm: np.ndarray, stage: int) -> np.
         if g[perm[stage]] == target:
             return g[perm]
     return perm
-
-
-def route_symmetries(fit: Fitness, lay: Layout) -> list[np.ndarray]:
-    """The D-preserving symmetries g that also map routes to routes: some link bijection sigma has
-    route(g(k), g(l)) = sigma(route(k, l)) for all slot pairs, so every gamma is unchanged (grid
-    reflections qualify; a transposition turns XY routes into YX routes and does not)."""
-    m = fit.m
-    signature = {}
-    for link in range(fit.R.shape[2]):
-        pairs = frozenset(zip(*np.nonzero(fit.R[:, :, link])))
-        if pairs:
-            signature[pairs] = link
-    out = []
-    for g in lay.symmetries:
-        images = [frozenset((int(g[k]), int(g[l])) for k, l in pairs) for pairs in signature]
-        if all(img in signature for img in images):
-            out.append(g)
-    return out
 
 
 def best_symmetric(fit: Fitness, lay: Layout, perm: np.ndarray) -> np.ndarray:
@@ -225,7 +208,7 @@ def decode_milp(M, n: int, m: int) -> np.ndarray:
 
 
 def milp(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | None = None) -> MethodResult:
-    from wafopt.solvers.backends import build_unless_stopped, highs_version, solve_pyomo
+    from wafopt.solvers.backends import build_unless_stopped, milp_solver_name, solve_pyomo
 
     def solve_one(lay, fit, L, start, limit):
         n, m = inst.stages, len(lay.slots)
@@ -241,7 +224,7 @@ def milp(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | N
         return perm, out.status, bound
 
     grid = volume_scale(inst)
-    return _solve_layouts(inst, options, solve_one, highs_version(), search)
+    return _solve_layouts(inst, options, solve_one, milp_solver_name(options), search)
 
 
 # --- CP-SAT ----------------------------------------------------------------------------------------------
@@ -361,7 +344,7 @@ def build_cpsat(inst: PlacementInstance, lay: Layout, volumes: IntegerVolumes, c
         if inc:
             model.Add(sum(w * d[e] for e, w in inc) >= sum(int(L[i, k]) * x[i][k] for k in range(m)))
     a = anchor(C)
-    symmetries = route_symmetries(conflicts, lay) if conflicts is not None and inst.pairs else lay.symmetries
+    symmetries = symmetry_group(conflicts) if conflicts is not None else lay.symmetries
     reps = set(orbit_representatives(symmetries, m))
     for k in range(m):
         if k not in reps:

@@ -5,17 +5,24 @@ the exact cost and routing-conflict penalty of the fixed ones) and the symmetry 
 wafopt.problems.placement.branch_bound, which also re-derives the certificate. Here: the search.
 
 - Best first, in batches: the open nodes are kept per depth; the depth holding the least open
-  bound gives up to BATCH of its best nodes, whose children are bounded together (numpy over the
-  batch, one scipy assignment problem per child that the row-minimum bound does not prune).
-  Beyond MAX_OPEN open nodes the search goes depth first, so memory stays bounded.
-- A node branches on the free stage with the most weight to the fixed stages (then the most weight
-  overall; the first is the heaviest stage, as in the MILP's symmetry breaking), over one free slot
-  per orbit of the grid symmetries that fix the used slots.
-- Every child's assignment problem completes it into a plan; the best completion of each batch is
-  improved by exact swap descent on the base objective and offered as incumbent. A warm start
-  (`options.warm_start`, e.g. a local-search plan) is the first incumbent.
+  bound gives up to BATCH of its best nodes (within BATCH_SPREAD of its best bound), whose children
+  are bounded together (numpy over the batch). Beyond MAX_OPEN open nodes the search goes depth
+  first, so memory stays bounded.
+- Strong branching (with sparse flows, see SPARSE): a node tries the CANDIDATES free stages with
+  the most weight to the fixed stages (then the most weight overall; at the root the heaviest
+  stage, as in the MILP's symmetry breaking) on the cheap bounds of their children, and branches
+  on the one leaving the fewest children below the incumbent, over one free slot per orbit of the
+  grid symmetries that fix the used slots.
+- A child is bounded in three steps, each only if the last cannot prune it: a screen shared by all
+  children of a node, the row-minimum bound of its assignment problem, then the assignment problem
+  itself (scipy), with sparse flows solved only for children within LAZY_MARGIN of the tree's
+  least bound; the others stay open with their row-minimum bound (`settle` gives them the full
+  one when the best-first search reaches them, which it rarely does).
+- Every solved assignment problem completes its child into a plan; the best completion of each
+  batch is improved by exact swap descent on the base objective and offered as incumbent. A warm
+  start (`options.warm_start`, e.g. a local-search plan) is the first incumbent.
 - A child whose bound cannot beat the incumbent is pruned (with integer data: cannot reach
-  incumbent - 1), first on the assignment problem's row-minimum bound, then on the full one.
+  incumbent - 1).
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
 On a time limit or Ctrl-C the open nodes are the frontier: the bound is the least over the leaves of
 the tree (open, pruned or complete), and the tree is written as the certificate (kind
@@ -32,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wafopt.core.budget import SolveOptions
-from wafopt.core.numeric import at_most
+from wafopt.core.numeric import at_most, tolerance
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
 from wafopt.problems.placement.branch_bound import MAX_TREE_TOKENS, Space, encode_tree, free_slots, root_bound
 from wafopt.problems.placement.instance import PlacementInstance
@@ -41,6 +48,11 @@ from wafopt.solvers.backends import progress_bounds
 FRONTIER_LISTED = 100      # open nodes listed (with their bounds) in the certificate
 MAX_OPEN = 500_000         # open nodes kept best-first; beyond them the search goes depth-first
 BATCH = 32                 # open nodes of one depth bounded together (numpy over the batch)
+BATCH_SPREAD = 1.0         # ... whose bounds are at most this above the level's best
+LAZY_MARGIN = 2.0          # children this far above the tree's bound keep their row-minimum bound
+CANDIDATES = 2             # stages a node tries to branch on (strong branching)
+SPARSE = 0.25              # strong branching and lazy assignment problems only up to this share of
+                           # stage pairs with flow (pipelines; on dense QAPs they cost more than they save)
 PROGRESS_EVERY_S = 1.0
 
 
@@ -64,6 +76,7 @@ class TileSearch:
     bound: dict = field(default_factory=dict)      # expanded node id -> its bound
     levels: dict = field(default_factory=dict)     # depth -> heap of open (bound, node id)
     dive: list = field(default_factory=list)       # depth-first stack (bound, -depth, id), once MAX_OPEN are open
+    lazy: set = field(default_factory=set)         # open nodes kept with a weaker bound than their full one
     closed_least: float = math.inf                 # least bound of a pruned or complete leaf
     queued: int = 0                                # open nodes in `levels`
     expanded: int = 0
@@ -126,27 +139,30 @@ class TileSearch:
 
 
 def _prune_threshold(space: Space, upper: float) -> float:
-    """The least bound whose rounded value already meets the incumbent under the tolerance rule: a
-    node at or above it holds no better plan (with integer data: none better by 1 or more)."""
+    """A bound at or above which a node holds no plan better than the incumbent `upper` under the
+    tolerance rule: `upper` itself, or with integer objectives just above upper - 1 (its rounded
+    value is then upper)."""
     if not math.isfinite(upper):
         return math.inf
-    candidates = [upper - 1.0 + 4e-6 * abs(upper) + 1e-9] if space.integral else []
-    candidates += [upper - 0.25e-6 * abs(upper), upper]
-    for value in candidates:
+    if space.integral:
+        value = upper - 1.0 + 2 * tolerance(upper)
         if at_most(upper, space.rounded(value)):
             return value
     return upper
 
 
-def branch_stages(space: Space, stages: np.ndarray, total: np.ndarray) -> np.ndarray:
-    """For each node (row of fixed stages), the free stage with the most weight to the fixed
-    stages, then the most weight overall (at the root: the heaviest stage, whose slot the grid
-    symmetries restrict most)."""
+def branch_stages(space: Space, stages: np.ndarray, total: np.ndarray, count: int = 1) -> np.ndarray:
+    """For each node (row of fixed stages), up to `count` free stages by most weight to the fixed
+    stages, then most weight overall (at the root: the heaviest stage, whose slot the grid
+    symmetries restrict most); a node without a stage tied to its fixed ones gets one. (B, count)"""
     B = stages.shape[0]
     fixed = np.zeros((B, space.n), dtype=bool)
     fixed[np.arange(B)[:, None], stages] = True
     to_fixed = np.where(fixed, -np.inf, fixed.astype(float) @ space.C)
-    return np.lexsort((-np.broadcast_to(total, to_fixed.shape), -to_fixed), axis=1)[:, 0]
+    order = np.lexsort((-np.broadcast_to(total, to_fixed.shape), -to_fixed), axis=1)[:, :count]
+    tied = np.take_along_axis(to_fixed, order, axis=1) > 0
+    tied[:, 0] = True
+    return np.where(tied, order, order[:, :1])
 
 
 class Search:
@@ -176,11 +192,7 @@ class Search:
         fit = space.fit
         used = set(int(k) for k in slot_of_stage)
         perm = np.array(list(slot_of_stage) + [k for k in range(space.m) if k not in used])
-        for _ in range(4 * space.n * space.n):
-            delta, r, s = fit.best_base_swap(perm)
-            if delta >= -1e-9:
-                break
-            perm[r], perm[s] = perm[s], perm[r]
+        perm = fit.base_descent(perm, stop=self.options.stopped)
         self.offer(space, perm[:space.n])
 
     def warm_start(self, spaces: list[Space]) -> None:
@@ -215,12 +227,13 @@ class Search:
                 nodes = [node] if self.still_open(tree, node, bound) else []
             else:
                 heap = tree.levels[tree.best_level()]
-                nodes = []
-                while heap and len(nodes) < BATCH:
+                nodes, within = [], heap[0][0] + BATCH_SPREAD     # not the level's far worse nodes
+                while heap and len(nodes) < BATCH and heap[0][0] <= within:
                     bound, node = heapq.heappop(heap)
                     tree.queued -= 1
                     if self.still_open(tree, node, bound):
                         nodes.append(node)
+                nodes = self.settle(space, tree, nodes)
             if nodes:
                 self.expand(space, tree, nodes, total)
             self._progress(space, tree)
@@ -234,6 +247,29 @@ class Search:
         tree.closed_least = min(tree.closed_least, bound)
         return False
 
+    def settle(self, space: Space, tree: TileSearch, nodes: list[int]) -> list[int]:
+        """Of popped nodes of one depth, those to expand now: a node kept with a weaker bound first
+        gets its full one; pruned by it, it is a leaf; raised by it, it goes back to the heap."""
+        lazy = [node for node in nodes if node in tree.lazy]
+        if not lazy:
+            return nodes
+        stages = np.array([tree.stages[node] for node in lazy], dtype=int)
+        slots = np.array([tree.slots[node] for node in lazy], dtype=int)
+        bounds, _, _ = space.children_batch(stages[:, :-1], slots[:, :-1], stages[:, -1], slots[:, -1:], self.threshold)
+        later = set()
+        for node, bound in zip(lazy, bounds[:, 0].tolist()):
+            tree.lazy.discard(node)
+            if bound >= self.threshold:
+                tree.closed_least = min(tree.closed_least, bound)
+            elif bound > tree.bound[node]:
+                heapq.heappush(tree.levels[stages.shape[1]], (bound, node))
+                tree.queued += 1
+            else:
+                continue
+            later.add(node)
+            del tree.bound[node]
+        return [node for node in nodes if node not in later]
+
     def expand(self, space: Space, tree: TileSearch, nodes: list[int], total: np.ndarray) -> None:
         """Expand open nodes of one depth: each branches on its stage (branch_stages) over its kids
         (Space.kids); the nodes whose kids are all their free slots are bounded in one batch. The
@@ -242,23 +278,36 @@ class Search:
         slots = np.array([tree.slots[node] for node in nodes], dtype=int).reshape(len(nodes), -1)
         for node in nodes:
             tree.stages[node] = tree.slots[node] = None      # an expanded node lives on in the tree only
-        branches = branch_stages(space, stages, total)
+        sparse = np.count_nonzero(space.C) <= SPARSE * space.n * (space.n - 1)
+        candidates = branch_stages(space, stages, total, CANDIDATES if sparse else 1)
         symmetric = space.symmetric(slots)
         kids = [space.kids(list(stages[k]), list(slots[k])) if symmetric[k] else None for k in range(len(nodes))]
         full = np.flatnonzero(~symmetric)
-        results = {}
-        if len(full):
-            free = free_slots(space.m, slots[full])
-            bounds, exact, completions = space.children_batch(stages[full], slots[full], branches[full], free,
-                                                              self.threshold)
-            for j, k in enumerate(full):
-                kids[k] = free[j]
-                results[k] = (bounds[j], exact[j], completions[j])
-        for k in range(len(nodes)):
-            if k not in results:                               # symmetry leaves fewer kids
-                results[k] = space.children(list(stages[k]), list(slots[k]), branches[k], kids[k], self.threshold)
-        completed = [c for k in range(len(nodes)) for c, b in zip(results[k][2], results[k][0])
-                     if c is not None and b < self.threshold]
+        free = free_slots(space.m, slots[full]) if len(full) else None
+        for j, k in enumerate(full):
+            kids[k] = free[j]
+        branches = candidates[:, 0].copy()
+        lazy = tree.least() + LAZY_MARGIN if sparse else math.inf
+        tries = (candidates != candidates[:, :1]) & ~symmetric[:, None]
+        results, tried = {}, []
+        if tries.any() and math.isfinite(self.threshold):
+            # strong branching, all candidates in one batch: the stage leaving the fewest children
+            # below the incumbent (then the highest least bound)
+            tries[:, 0] = ~symmetric
+            node, column = np.nonzero(tries)
+            bounds, exact, completions = space.children_batch(stages[node], slots[node], candidates[node, column],
+                                                              np.array([kids[k] for k in node]), self.threshold, lazy)
+            order = np.lexsort((-bounds.min(axis=1), (bounds < self.threshold).sum(axis=1), node))
+            first = order[np.r_[True, node[order][1:] != node[order][:-1]]]
+            branches[node[first]] = candidates[node[first], column[first]]
+            results = {int(node[j]): (bounds[j], exact[j], completions[j]) for j in first}
+            tried = completions
+        rest = [k for k in range(len(nodes)) if k not in results]
+        if rest:
+            more = self._children(space, stages, slots, branches, kids, symmetric, rest, assign_below=lazy)
+            results.update(more)
+            tried = list(tried) + [c for _, _, c in more.values()]
+        completed = [c for row in tried for c in row if c is not None]
         if completed:   # a completion costs at least its child's bound: only these can improve
             P = np.array(completed)
             values = space.fit(P)
@@ -268,6 +317,23 @@ class Search:
             self.threshold = _prune_threshold(space, self.best.value)
         for k, node in enumerate(nodes):
             self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], *results[k][:2])
+
+    def _children(self, space: Space, stages: np.ndarray, slots: np.ndarray, branches: np.ndarray, kids: list,
+                  symmetric: np.ndarray, todo: list | None = None, assign_below: float = math.inf) -> dict:
+        """Space.children_batch for the nodes `todo` (default: all) branching on `branches`: the nodes
+        whose kids are all their free slots in one batch, the others one by one."""
+        todo = range(len(stages)) if todo is None else todo
+        out = {}
+        batch = [k for k in todo if not symmetric[k]]
+        if batch:
+            result = space.children_batch(stages[batch], slots[batch], branches[batch], np.array([kids[k] for k in batch]),
+                                          self.threshold, assign_below)
+            for j, k in enumerate(batch):
+                out[k] = (result[0][j], result[1][j], result[2][j])
+        for k in todo:
+            if symmetric[k]:                                   # symmetry leaves fewer kids
+                out[k] = space.children(list(stages[k]), list(slots[k]), branches[k], kids[k], self.threshold, assign_below)
+        return out
 
     def record(self, tree: TileSearch, node: int, stages: list, slots: list, branch: int, kids: np.ndarray,
                bounds: np.ndarray, exact: np.ndarray) -> None:
@@ -284,8 +350,10 @@ class Search:
             tree.closed_least = min(tree.closed_least, float(bounds[~keep].min()))
         child_stages, slots = tuple(stages) + (branch,), tuple(slots)    # one tuple for all children
         kept = []
-        for k, b in zip(kids[keep].tolist(), bounds[keep].tolist()):
+        for k, b, full in zip(kids[keep].tolist(), bounds[keep].tolist(), exact[keep].tolist()):
             child = len(tree.stages)
+            if not full:
+                tree.lazy.add(child)
             tree.stages.append(child_stages)
             tree.slots.append(slots + (k,))
             tree.child[node, k] = child

@@ -86,9 +86,9 @@ def decode_milp(model, inst: RecomputeInstance) -> dict:
 
 
 def solve_milp(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.solvers.backends import highs_version, milp_method
+    from wafopt.solvers.backends import milp_method, milp_solver_name
 
-    early = infeasible_result(inst, highs_version())
+    early = infeasible_result(inst, milp_solver_name(options))
     if early:
         return early
     return milp_method(build_milp(inst), options, start_plan(inst, options),

@@ -28,6 +28,8 @@ Complete = Callable[[Mesh, list[list[Die]], int, int, int, float], list[list[Die
 COMPLETE_S = 2.0          # budget of one completion
 MAX_COLUMNS = 150_000     # ring-column model: most enumerated rings before falling back
 MAX_ENUM_NODES = 3_000_000  # DFS nodes of one ring enumeration before falling back
+FEW_COLUMNS = 2_000       # a stage with fewer rings is skipped for the next threshold's ...
+NEXT_COLUMNS = 30_000     # ... when that one has at most this many
 
 
 # --- data ---------------------------------------------------------------------------------------------
@@ -55,7 +57,8 @@ def build_data(instance, start_cost: int) -> Data:
     dist = mesh.distance_matrix[np.ix_(idx, idx)]
     floor, G = instance.ring_lower_bound, instance.groups
     max_ring = max(floor, start_cost - (G - 1) * floor)
-    arcs = [(u, v) for u in range(len(dies)) for v in range(len(dies)) if u != v and dist[u, v] <= max_ring]
+    short = (dist <= max_ring) & ~np.eye(len(dies), dtype=bool)
+    arcs = [(int(u), int(v)) for u, v in zip(*np.nonzero(short))]
     return Data(dies, dist, instance.group_size, G, floor, max_ring, arcs)
 
 
@@ -122,15 +125,16 @@ def enumerate_rings(data: Data, K: int, max_columns: int | None = None,
     with hops <= K is visited, so each set's cost is its exact best (bottleneck) ring cost."""
     max_columns = MAX_COLUMNS if max_columns is None else max_columns
     nodes = [MAX_ENUM_NODES if max_nodes is None else max_nodes]
-    n, N, dist = len(data.dies), data.N, data.dist
-    near = [[v for v in range(n) if v != u and dist[u, v] <= K] for u in range(n)]
+    n, N = len(data.dies), data.N
+    dist = data.dist.tolist()   # plain ints: numpy scalar indexing dominated the DFS
+    near = [[v for v in range(n) if v != u and dist[u][v] <= K] for u in range(n)]
     best: dict[frozenset, tuple[int, tuple]] = {}
     path, on = [], [False] * n
 
     def extend(hop: int) -> bool:  # False: a limit was hit
         u, first = path[-1], path[0]
         if len(path) == N:
-            cost = max(hop, int(dist[u, first]))
+            cost = max(hop, dist[u][first])
             if cost <= K and cost < best.get(frozenset(path), (K + 1,))[0]:
                 best[frozenset(path)] = (cost, tuple(path))
             return len(best) <= max_columns
@@ -139,13 +143,13 @@ def enumerate_rings(data: Data, K: int, max_columns: int | None = None,
             return False
         hops_back = N - len(path)  # from the next die back to the first one
         for v in near[u]:
-            if v <= first or on[v] or dist[v, first] > K * hops_back:
+            if v <= first or on[v] or dist[v][first] > K * hops_back:
                 continue
             if len(path) == N - 1 and N > 2 and v < path[1]:
                 continue
             path.append(v)
             on[v] = True
-            ok = extend(max(hop, int(dist[u, v])))
+            ok = extend(max(hop, dist[u][v]))
             path.pop()
             on[v] = False
             if not ok:
@@ -164,6 +168,58 @@ def enumerate_rings(data: Data, K: int, max_columns: int | None = None,
     return Columns(K, [list(order) for _, order in found], [cost for cost, _ in found])
 
 
+def stage_lp(data: Data, cols: Columns, upper: int) -> tuple[float, np.ndarray, bool] | None:
+    """LP relaxation of the stage's column model (HiGHS): (lower bound of the stage, the columns that
+    can be in a solution of cost <= upper, whether wildcards can), or None without an LP optimum.
+
+    Any die prices y <= 0 and ring-count price z give, for every solution x of the stage,
+    cost(x) >= sum(y) + z G + sum_j rc_j x_j with rc = c - A'y - z (Lagrange), and x holds G units,
+    so one unit of column s costs at least L + rc_s + (G - 1) min(0, min rc), L = sum(y) + z G: a
+    column (or wildcard) above `upper` by this is in no such solution (reduced-cost fixing). The
+    prices are HiGHS' duals, clipped to their sign, so float noise only weakens the bound."""
+    import highspy
+
+    S, n = len(cols.rings), len(data.dies)
+    cost = np.array(cols.costs + [cols.K + 1], dtype=float)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = S + 1, n + 1
+    lp.col_cost_ = cost
+    lp.col_lower_, lp.col_upper_ = np.zeros(S + 1), np.full(S + 1, highspy.kHighsInf)  # rows bound them
+    lp.row_lower_ = np.concatenate([np.full(n, -highspy.kHighsInf), [data.G]])  # one_ring_per_die
+    lp.row_upper_ = np.concatenate([np.ones(n), [data.G]])                        # ring_count
+    rows = np.array(cols.rings, dtype=np.int32).reshape(S, data.N)
+    index = np.column_stack([rows, np.full(S, n, dtype=np.int32)]).ravel()       # + the ring_count row
+    matrix = lp.a_matrix_
+    matrix.format_, matrix.num_col_, matrix.num_row_ = highspy.MatrixFormat.kColwise, S + 1, n + 1
+    matrix.start_ = np.concatenate([np.arange(0, (data.N + 1) * S + 1, data.N + 1), [(data.N + 1) * S + 1]]).astype(np.int32)
+    matrix.index_ = np.concatenate([index, [n]]).astype(np.int32)
+    matrix.value_ = np.ones((data.N + 1) * S + 1)
+    lp.a_matrix_ = matrix
+    solver = highspy.Highs()
+    solver.setOptionValue("output_flag", False)
+    solver.setOptionValue("threads", 1)
+    solver.setOptionValue("presolve", "off")   # its presolve took 20 s on 9 547 columns, the simplex 0.1 s
+    solver.passModel(lp)
+    solver.run()
+    if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    dual = np.asarray(solver.getSolution().row_dual)
+    y, z = np.minimum(dual[:n], 0.0), float(dual[n])
+    rc = cost - z
+    rc[:S] -= y[rows].sum(axis=1)
+    low = float(y.sum()) + z * data.G
+    worst = min(0.0, float(rc.min()))
+    reach = low + rc + (data.G - 1) * worst          # least cost of a solution using that column
+    keep = reach <= upper + 1e-6 * max(1.0, abs(upper))
+    return low + data.G * worst, keep[:S], bool(keep[S])
+
+
+def reduced(cols: Columns, keep: np.ndarray) -> tuple[Columns, list[int]]:
+    """The columns kept, and their indices in `cols`."""
+    index = [s for s in range(len(cols.rings)) if keep[s]]
+    return Columns(cols.K, [cols.rings[s] for s in index], [cols.costs[s] for s in index]), index
+
+
 def column_covers(data: Data, cols: Columns) -> list[list[int]]:
     """For each die, the columns that contain it."""
     covers: list[list[int]] = [[] for _ in data.positions]
@@ -180,26 +236,31 @@ def column_start(cols: Columns, rings: list[list[int]]) -> tuple[set[int], int]:
     return picked, len(rings) - len(picked)
 
 
-def build_columns_cpsat(data: Data, cols: Columns):
+def build_columns_cpsat(data: Data, cols: Columns, upper: int | None = None, wild_max: int | None = None):
+    """upper: only solutions of total cost <= upper (better than the incumbent); wild_max: at most
+    this many wildcards (0 when reduced-cost fixing excluded them)."""
     from ortools.sat.python import cp_model
 
     m = cp_model.CpModel()
     # pick[s]: column s is one of the rings
     pick = [m.NewBoolVar(f"pick_{s}") for s in range(len(cols.rings))]
     # wild: rings outside the enumeration; each costs at least K + 1
-    wild = m.NewIntVar(0, data.G, "wild")
+    wild = m.NewIntVar(0, data.G if wild_max is None else wild_max, "wild")
     for members in column_covers(data, cols):  # one_ring_per_die
         if len(members) > 1:
             m.AddAtMostOne(pick[s] for s in members)
     m.Add(sum(pick) + wild == data.G)  # ring_count
-    m.Minimize(sum(c * p for c, p in zip(cols.costs, pick)) + (cols.K + 1) * wild)  # total_cost
+    total = sum(c * p for c, p in zip(cols.costs, pick)) + (cols.K + 1) * wild
+    if upper is not None:
+        m.Add(total <= upper)  # better_than_incumbent
+    m.Minimize(total)  # total_cost
     return m, {"pick": pick, "wild": wild}
 
 
 def solve_columns_cpsat(data: Data, cols: Columns, rings: list[list[int]], options: SolveOptions,
-                        time_limit: float | None):
+                        time_limit: float | None, upper: int | None = None, wild_max: int | None = None):
     """Solve the column model warm-started from `rings`. Returns (Outcome, picked columns, wild)."""
-    model, v = build_columns_cpsat(data, cols)
+    model, v = build_columns_cpsat(data, cols, upper, wild_max)
     picked, wild = column_start(cols, rings)
     for s, var in enumerate(v["pick"]):
         model.AddHint(var, s in picked)
@@ -214,7 +275,7 @@ def solve_columns_cpsat(data: Data, cols: Columns, rings: list[list[int]], optio
             int(solver.Value(v["wild"])))
 
 
-def build_columns_milp(data: Data, cols: Columns):
+def build_columns_milp(data: Data, cols: Columns, upper: int | None = None, wild_max: int | None = None):
     import pyomo.environ as pyo
 
     m = pyo.ConcreteModel("tatp_columns")
@@ -222,24 +283,27 @@ def build_columns_milp(data: Data, cols: Columns):
     # pick[s]: column s is one of the rings
     m.pick = pyo.Var(m.S, domain=pyo.Binary)
     # wild: rings outside the enumeration; each costs at least K + 1
-    m.wild = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, data.G))
+    m.wild = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, data.G if wild_max is None else wild_max))
     covers = [members for members in column_covers(data, cols) if len(members) > 1]
     m.one_ring_per_die = pyo.Constraint(range(len(covers)), rule=lambda m, k:
                                         sum(m.pick[s] for s in covers[k]) <= 1)
     m.ring_count = pyo.Constraint(expr=sum(m.pick[s] for s in m.S) + m.wild == data.G)
-    m.total_cost = pyo.Objective(expr=sum(cols.costs[s] * m.pick[s] for s in m.S)
-                                 + (cols.K + 1) * m.wild, sense=pyo.minimize)
+    total = sum(cols.costs[s] * m.pick[s] for s in m.S) + (cols.K + 1) * m.wild
+    if upper is not None:
+        m.better_than_incumbent = pyo.Constraint(expr=total <= upper)
+    m.total_cost = pyo.Objective(expr=total, sense=pyo.minimize)
     return m
 
 
 def solve_columns_milp(data: Data, cols: Columns, rings: list[list[int]], options: SolveOptions,
-                       time_limit: float | None):
-    model = build_columns_milp(data, cols)
+                       time_limit: float | None, upper: int | None = None, wild_max: int | None = None):
+    model = build_columns_milp(data, cols, upper, wild_max)
     picked, wild = column_start(cols, rings)
     for s in model.S:
         model.pick[s].value = int(s in picked)
     model.wild.value = wild
-    outcome = solve_pyomo(model, options, warm_start=True, time_limit=time_limit)
+    # the start is no solution under the cut (it costs upper + 1): no MIP start then
+    outcome = solve_pyomo(model, options, warm_start=upper is None, time_limit=time_limit)
     if not outcome.has_solution:
         return outcome, [], data.G
     return (outcome, [s for s in model.S if model.pick[s].value > 0.5],
@@ -275,10 +339,28 @@ def column_search(instance, start: list[list[Die]], options: SolveOptions, start
         if cols is None:
             return ColumnSearch(best, bound, False, last_K,
                                 f"more than {MAX_COLUMNS} rings of cost <= {K}", solver)
-        outcome, picked, wild = solve_stage(data, cols, canonical(data, best), options,
-                                            options.remaining(started))
+        # stage bounds grow with K (a stage-(K+1) solution is one of stage K, its rings of cost K + 1
+        # as wildcards): skip a stage of few rings for the next one while that stays small
+        while len(cols.rings) < FEW_COLUMNS and K < best_cost - (G - 1) * floor and not options.stopped():
+            bigger = enumerate_rings(data, K + 1, max_columns=NEXT_COLUMNS, stop=options.stopped)
+            if bigger is None:
+                break
+            K, cols = K + 1, bigger
+        # only solutions better than the best plan matter: the LP's reduced costs drop the columns
+        # that cannot be in one, and a stage without such a solution proves the best plan optimal
+        lp = stage_lp(data, cols, best_cost - 1)
+        if lp is not None and (integral_bound(lp[0]) >= best_cost or not (lp[1].any() or lp[2])):
+            bound = best_cost
+            message = f"ring-column LP up to cost {K} ({len(cols.rings)} rings)"
+            break
+        keep, index = (cols, list(range(len(cols.rings)))) if lp is None else reduced(cols, lp[1])
+        outcome, picked, wild = solve_stage(data, keep, canonical(data, best), options, options.remaining(started),
+                                            best_cost - 1, None if lp is None or lp[2] else 0)
+        picked = [index[s] for s in picked]
         solver = outcome.solver
-        if outcome.bound is not None:
+        if outcome.status == "infeasible":   # no stage solution below the best plan's cost
+            bound = best_cost
+        elif outcome.bound is not None:
             bound = max(bound, int(integral_bound(outcome.bound)))
         if outcome.has_solution and (not wild or complete is not None):
             rings = [[data.dies[d] for d in cols.rings[s]] for s in picked]
@@ -289,9 +371,10 @@ def column_search(instance, start: list[list[Die]], options: SolveOptions, start
             if _cost(instance, rings) < best_cost:
                 best, best_cost = rings, _cost(instance, rings)
                 options.incumbent(groups_plan(best), bound)
-        options.progress(f"ring columns K={K}: {len(cols.rings)} rings, bound {bound}, best {best_cost}")
+        options.progress(f"ring columns K={K}: {len(cols.rings)} rings ({len(keep.rings)} after the LP), "
+                         f"bound {bound}, best {best_cost}")
         message = f"ring-column model up to cost {K} ({len(cols.rings)} rings)"
-        if outcome.status != "optimal":
+        if outcome.status not in ("optimal", "infeasible"):
             message += f": {outcome.message}"
             break
         last_K, K = K, K + 1
@@ -535,10 +618,10 @@ def decode_milp(m, data: Data) -> list[list[Die]]:
 
 def solve_milp(instance, options: SolveOptions, complete: Complete | None = None) -> MethodResult:
     """Ring-column model (HiGHS) first; the flow MILP only when the enumeration is too large."""
-    from wafopt.solvers.backends import highs_version
+    from wafopt.solvers.backends import milp_solver_name
 
-    started, search, stats, done = column_phase(instance, options, solve_columns_milp, highs_version(),
-                                                complete)
+    started, search, stats, done = column_phase(instance, options, solve_columns_milp,
+                                                milp_solver_name(options), complete)
     if done:
         return done
     start, start_cost = search.groups, _cost(instance, search.groups)

@@ -18,53 +18,13 @@ from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import CertificateError
 from wafopt.models.placement_bnb import bnb
-from wafopt.problems import evaluate, load, parse_instance
+from wafopt.problems import evaluate, load
 from wafopt.problems.placement.branch_bound import Space, check_bnb_frontier, decode_tree, encode_tree, root_bound
+
+from placement_helpers import TOL, brute_force, chain, loaded, plans
 
 ROOT = Path(__file__).resolve().parents[1]
 QAPLIB = ROOT / "instances" / "placement" / "qaplib"
-TOL = 1e-6
-
-
-def loaded(**fields):
-    return parse_instance({"problem": "placement", **fields}, "test.yaml")
-
-
-def chain(n, volumes=None):
-    volumes = volumes or [float(k + 2) for k in range(n - 1)]
-    return [[i, i + 1, v] for i, v in enumerate(volumes)] + [[i + 1, i, v] for i, v in enumerate(volumes)]
-
-
-def usable(inst, tile):
-    h, w = tile
-    return [(a, b) for a in range(inst.mesh.rows // h) for b in range(inst.mesh.cols // w)
-            if all(inst.mesh.is_healthy((a * h + i, b * w + j)) for i in range(h) for j in range(w))]
-
-
-def plans(inst):
-    """Every plan of the instance (all tile shapes, all injective assignments to usable slots),
-    written from the problem statement rather than from the solver's data structures."""
-    for tile in inst.tiles:
-        for assign in permutations(usable(inst, tile), inst.stages):
-            yield {"tile": list(tile), "assignment": [list(s) for s in assign]}
-
-
-def brute_force(inst) -> float:
-    """The least full Eq. 2 objective over every plan: through the evaluator when routing
-    conflicts count (Mem_pairs), else sum of volume x hops between representative dies in numpy."""
-    if inst.pairs:
-        return min(evaluate("placement", inst, plan).objective for plan in plans(inst))
-    best = np.inf
-    i, j = np.nonzero(inst.flow)
-    for h, w in inst.tiles:
-        slots = usable(inst, (h, w))
-        if len(slots) < inst.stages:
-            continue
-        reps = [(a * h + (h - 1) // 2, b * w + (w - 1) // 2) for a, b in slots]
-        D = np.array([[inst.mesh.distance(p, q) for q in reps] for p in reps], dtype=float)
-        P = np.array(list(permutations(range(len(slots)), inst.stages)))
-        best = min(best, float((D[P[:, i], P[:, j]] @ inst.flow[i, j]).min()))
-    return best
 
 
 def solve_direct(inst, time_limit=30.0, warm_start=None):
@@ -150,6 +110,14 @@ def tiny_instances(draw):
                   flows=flows, pairs=pairs).instance
 
 
+def draw_node(space, data):
+    """A random node (fixed stages and their slots), the stage it branches on and its kids."""
+    depth = data.draw(st.integers(0, space.n - 1))
+    order = data.draw(st.permutations(range(space.n)))
+    slots = list(data.draw(st.permutations(range(space.m)))[:depth])
+    return list(order[:depth]), slots, order[depth], np.array(sorted(set(range(space.m)) - set(slots)))
+
+
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(inst=tiny_instances(), data=st.data())
 def test_child_bound_never_above_its_best_completion(inst, data):
@@ -157,12 +125,7 @@ def test_child_bound_never_above_its_best_completion(inst, data):
     objective of every plan that completes it."""
     space = Space(inst, inst.layouts[0])
     n, m = space.n, space.m
-    depth = data.draw(st.integers(0, n - 1))
-    order = data.draw(st.permutations(range(n)))
-    stages = list(order[:depth])
-    slots = list(data.draw(st.permutations(range(m)))[:depth])
-    branch = order[depth]
-    kids = np.array(sorted(set(range(m)) - set(slots)))
+    stages, slots, branch, kids = draw_node(space, data)
     bounds, exact, _ = space.children(stages, slots, branch, kids)
     fixed = dict(zip(stages, slots))
     free = [i for i in range(n) if i not in fixed and i != branch]
@@ -177,6 +140,25 @@ def test_child_bound_never_above_its_best_completion(inst, data):
             slot_of[free] = rest
             best = min(best, space.fit.one(slot_of))
         assert bounds[a] <= best + 1e-9 * max(1.0, best)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(inst=tiny_instances(), data=st.data())
+def test_weaker_bounds_never_above_the_full_one(inst, data):
+    """Children spared their assignment problem (by the cutoff, or lazily above `assign_below`) keep
+    a weaker bound (the screen or the row-minimum one): never above the full bound, and at least the
+    level that spared them; the others get the full bound."""
+    space = Space(inst, inst.layouts[0])
+    stages, slots, branch, kids = draw_node(space, data)
+    full, every, _ = space.children(stages, slots, branch, kids)
+    assert every.all()
+    cutoff = data.draw(st.sampled_from(sorted(set(full.tolist())) + [np.inf]))
+    below = data.draw(st.sampled_from([np.inf, -np.inf, float(np.median(full))]))
+    bounds, exact, completion = space.children(stages, slots, branch, kids, cutoff, below)
+    assert np.array_equal(bounds[exact], full[exact])
+    assert np.all(bounds[~exact] <= full[~exact] + 1e-9 * np.abs(full[~exact]))
+    assert np.all(exact | (bounds >= min(cutoff, below)))
+    assert all((c is not None) == e for c, e in zip(completion, exact)) or len(stages) == space.n - 1
 
 
 @settings(max_examples=20, deadline=None, derandomize=True)

@@ -69,6 +69,7 @@ def test_dedup_keeps_every_distinct_design_brute_force():
                    round(sum(c.dram_tbps for c in cfg), 9), round(link, 9)))
     designs, _ = enumerate_designs(sp)
     kept = {_canonical(d, True) for d in designs}
+    assert len(kept) == len(designs)   # no two kept designs are equivalent
     assert kept <= brute
     # every brute-force design is dominated by (or equal to) one the enumerator kept
     for b in brute:
@@ -103,6 +104,8 @@ def test_pruned_run_finds_the_exhaustive_optimum_with_far_fewer_fine_evaluations
     assert pruned["best"]["value"] == pytest.approx(full["best"]["value"])
     assert pruned["proven"]
     assert full["evaluations"]["F3"] >= 10 * pruned["evaluations"]["F3"]
+    assert {"best", "counts", "evaluations", "remaining"} <= set(pruned)   # what --json promises
+    assert set(pruned["evaluations"]) == {"F0", "F1", "F2", "F3"} and pruned["remaining"] == []
 
 
 def test_resume_after_a_kill_repeats_no_work(tmp_path):
@@ -112,8 +115,8 @@ def test_resume_after_a_kill_repeats_no_work(tmp_path):
 
     class Dies(synthetic.WithError):
         def __call__(self, task):
-            calls["n"] += 1
-            if task["fidelity"] == "F2" and calls["n"] > 700:
+            calls["n"] += task["fidelity"] == "F2"
+            if calls["n"] > 20:
                 raise KeyboardInterrupt  # the run is killed mid-way
             return super().__call__(task)
 
@@ -216,3 +219,85 @@ def test_shipped_spaces_validate_and_name_real_scenarios():
     for path in paths:
         loaded = load_space(path)
         assert [w.name for w in load_workloads(loaded)] == [w.name for w in loaded.space.workloads], path
+
+
+def test_progress_reports_every_level_with_pruned_remaining_and_best():
+    seen = {}
+    sp = space(max_units=2)
+    Explorer(sp, WORKLOADS, synthetic.WithError(0.1), 0.1,
+             progress=lambda level, info: seen.setdefault(level, []).append(info)).run()
+    assert {"enumerate", "F0", "F1", "F2", "F3"} <= set(seen)
+    last = seen["F3"][-1]
+    assert {"done", "total", "pruned", "remaining", "best", "best_value", "bound"} <= set(last)
+    assert last["best"] is not None and last["done"] <= last["total"]
+    assert all(a["done"] <= b["done"] for a, b in zip(seen["F0"], seen["F0"][1:]))
+
+
+def test_level_progress_is_rich_bars_on_a_terminal_and_plain_lines_elsewhere():
+    import io
+
+    from rich.console import Console
+
+    from wafopt.present.progress import LevelProgress
+
+    plain = io.StringIO()
+    with LevelProgress(Console(file=plain, force_terminal=False), every_s=3600) as bars:
+        bars.note("enumerated: 5")
+        for k in range(5):
+            bars.update("F0", k + 1, 5, "pruned 0")
+    lines = plain.getvalue().splitlines()
+    assert lines == ["enumerated: 5", "F0: 1/5 pruned 0", "F0: 5/5 pruned 0"]   # start and end only
+    tty = io.StringIO()
+    with LevelProgress(Console(file=tty, force_terminal=True, width=100)) as bars:
+        bars.update("F1", 3, 4, "best d1 1.5")
+    assert "F1" in tty.getvalue() and "3/4" in tty.getvalue() and "\x1b[" in tty.getvalue()
+
+
+def test_explore_command_json_and_quiet(tmp_path, capsys):
+    """The command end to end on a tiny space with the real ladder, stopped at once by its time
+    limit: the JSON has its keys, nothing is proven, every feasible design remains."""
+    import json
+    from pathlib import Path
+
+    from wafopt.cli import main
+
+    scenario = Path(__file__).resolve().parents[1] / "instances" / "plan" / "llama-30b-config3-search.yaml"
+    path = tmp_path / "tiny.yaml"
+    path.write_text(json.dumps({"problem": "explore", "compute_dies": DIES[:1], "min_dies": 16,
+                                "edge": {"budget_tbps": 12, "max_units": 2, "units": [UNITS[0], UNITS[3]]},
+                                "workloads": [{"name": "llama", "scenario": str(scenario),
+                                               "training": {"global_batch": 16}}]}))
+    code = main(["explore", str(path), "--workers", "0", "--time-limit", "1e-6", "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert {"best", "counts", "evaluations", "remaining", "proven"} <= set(out)
+    assert out["best"] is None and not out["proven"] and out["remaining"]
+    assert out["evaluations"]["F0"] == out["counts"]["wafers after wafer pruning"] and out["evaluations"]["F3"] == 0
+
+
+@pytest.mark.slow
+def test_real_ladder_pruned_run_finds_the_exhaustive_optimum(tmp_path):
+    """The planner and the simulator on a small space: the pruned run, reading the exhaustive run's
+    results (F2 runs against the clock, so both must see the same plans), picks the same design
+    and needs fewer simulations."""
+    import json
+    from pathlib import Path
+
+    from wafopt.explore.run import explore
+    from wafopt.explore.space import load_space
+
+    scenario = Path(__file__).resolve().parents[1] / "instances" / "plan" / "llama-30b-config3-search.yaml"
+    path = tmp_path / "small.yaml"
+    path.write_text(json.dumps({"problem": "explore", "compute_dies": DIES[:1], "min_dies": 16,
+                                "edge": {"budget_tbps": 12, "max_units": 2, "units": [UNITS[0], UNITS[2], UNITS[3]]},
+                                "workloads": [{"name": "llama", "scenario": str(scenario),
+                                               "training": {"global_batch": 8}}]}))
+    loaded = load_space(path)
+    store = tmp_path / "store.sqlite"
+    full = explore(loaded, exhaustive=True, store=Store(store), budget_s=2.0)
+    pruned = explore(loaded, store=Store(store), budget_s=2.0)
+    assert full["best"] is not None
+    assert pruned["best"]["design"] == full["best"]["design"]
+    assert pruned["best"]["value"] == full["best"]["value"]
+    assert sum(pruned["evaluations"].values()) == 0            # all read from the store
+    assert pruned["needed"]["F3"] < full["needed"]["F3"]

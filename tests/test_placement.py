@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from itertools import permutations
 from pathlib import Path
 
 import numpy as np
@@ -14,48 +13,7 @@ from wafopt.problems import load, parse_instance
 from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
 
-TOL = 1e-6
-
-
-def loaded(**fields):
-    return parse_instance({"problem": "placement", **fields}, "test.yaml")
-
-
-def chain(n, volumes=None):
-    volumes = volumes or [float(k + 2) for k in range(n - 1)]
-    return [[i, i + 1, v] for i, v in enumerate(volumes)] + [[i + 1, i, v] for i, v in enumerate(volumes)]
-
-
-# --- brute force, written from the problem statement (not from the solver code) ---------------------
-
-def usable_slots(mesh, tile):
-    h, w = tile
-    return [(a, b) for a in range(mesh.rows // h) for b in range(mesh.cols // w)
-            if all(mesh.is_healthy((a * h + i, b * w + j)) for i in range(h) for j in range(w))]
-
-
-def brute_force(inst, full: bool):
-    """Optimum over all injective assignments and tile shapes. full=False: base objective by numpy
-    over representative-die hop distances; full=True: every plan through the evaluator."""
-    n, best = inst.stages, np.inf
-    for tile in inst.tiles:
-        slots = usable_slots(inst.mesh, tile)
-        if len(slots) < n:
-            continue
-        if full:
-            for assign in permutations(slots, n):
-                ev = evaluate("placement", inst, {"tile": list(tile), "assignment": [list(s) for s in assign]})
-                best = min(best, ev.objective)
-            continue
-        reps = [(a * tile[0] + (tile[0] - 1) // 2, b * tile[1] + (tile[1] - 1) // 2) for a, b in slots]
-        D = np.array([[inst.mesh.distance(p, q) for q in reps] for p in reps], dtype=float)
-        P = np.array(list(permutations(range(len(slots)), n)))
-        V = inst.flow.copy()
-        for s, h, v in inst.pairs:
-            V[s, h] += v
-        i, j = np.nonzero(V)
-        best = min(best, float((D[P[:, i], P[:, j]] @ V[i, j]).min()))
-    return best
+from placement_helpers import TOL, brute_force, chain, loaded
 
 
 def solve(lo, method, **kw):

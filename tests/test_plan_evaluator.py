@@ -183,3 +183,62 @@ def test_uniform_baseline_sits_between_megatron_and_gcmr(at_root):
     layers = [s.layers for s in loaded.instance.workload().stages]
     assert all(v in (0, L) for row, L in zip(rows, layers) for v in row)
     assert len({tuple(v > 0 for v in row) for row in rows}) == 1
+
+
+# --- layer split and micro-batch size -----------------------------------------------------------------
+
+def test_a_non_uniform_split_is_timed_by_hand(scenario):
+    """layers [3, 1]: stage 0 runs the embedding and 3 layers, stage 1 one layer and the LM head."""
+    even = evaluate("plan", scenario, plan(layers=[2, 2]))
+    assert even.objective == evaluate("plan", scenario, plan()).objective   # the default is the even split
+    w = scenario.workload(None, None, [3, 1])
+    s0, s1 = w.stages
+    assert (s0.layers, s1.layers, s1.first_layer) == (3, 1, 3)
+    two = scenario.workload()   # [2, 2]: one layer moved adds one layer's compute to stage 0, takes it from 1
+    assert s0.fwd_s - two.stages[0].fwd_s == pytest.approx(two.stages[1].fwd_s - s1.fwd_s, rel=1e-9)
+    send = w.p2p_bytes / 1e12
+    end0, end1 = one_f_one_b_two_stages(s0.fwd_s, s0.bwd_s, s1.fwd_s, s1.bwd_s, send)
+    ev = evaluate("plan", scenario, plan(layers=[3, 1]))
+    assert ev.feasible, ev.violations
+    assert ev.objective == pytest.approx(max(end0 + s0.optimizer_s, end1 + s1.optimizer_s), rel=1e-12)
+    assert ev.details["layers"] == [3, 1] and [r["layers"] for r in ev.details["stages"]] == [3, 1]
+    mem = {tuple(m["die"]): m["bytes"] for m in ev.details["memory"]}
+    assert mem[(0, 0)] == pytest.approx(s0.state_bytes + 2 * (3 * s0.activation_bytes + s0.extra_activation_bytes)
+                                        + s0.transient_bytes())
+    # recompute rows are bounded by each stage's own layers
+    units = len(s0.units)
+    row = [0] * units
+    row[1] = 3
+    assert evaluate("plan", scenario, plan(layers=[3, 1], recompute=[row, [0] * units])).feasible
+    bad = evaluate("plan", scenario, plan(layers=[3, 1], recompute=[[0] * units, row]))
+    assert not bad.feasible and any("recompute[1][1] = 3 must be an integer in 0..1" in v for v in bad.violations)
+
+
+@pytest.mark.parametrize("layers, why", [([4, 0], "positive integers"), ([1, 2, 1], "pp = 2"), ([2, 3], "sum to 5"),
+                                         ([True, 3], "positive integers"), ("2,2", "positive integers")])
+def test_a_bad_split_is_rejected_with_the_field_named(scenario, layers, why):
+    ev = evaluate("plan", scenario, plan(layers=layers))
+    assert not ev.feasible and any(why in v for v in ev.violations), ev.violations
+
+
+def test_the_micro_batch_size_must_be_one_the_scenario_allows():
+    data = dict(TINY, training={"seq": 128, "micro_batch": [1, 3], "global_batch": 3})
+    sc = parse_instance(data).instance
+    assert sc.training.micro_batches == (1, 3) and sc.training.micro_batch == 1
+    ev = evaluate("plan", sc, plan())
+    assert not ev.feasible and any("must give micro_batch" in v for v in ev.violations)
+    ev = evaluate("plan", sc, plan(micro_batch=2))
+    assert not ev.feasible and any("not one of the scenario's sizes 1, 3" in v for v in ev.violations)
+    one, three = evaluate("plan", sc, plan(micro_batch=1)), evaluate("plan", sc, plan(micro_batch=3))
+    assert one.feasible and three.feasible
+    assert (one.details["microbatches"], three.details["microbatches"]) == (3, 1)
+    w = sc.workload(None, None, None, 3)
+    s0, s1 = w.stages
+    send = w.p2p_bytes / 1e12   # m = 1: F0 on stage 0, the send, F0 B0 on stage 1, the send back, B0
+    end = s0.fwd_s + send + s1.fwd_s + s1.bwd_s + send + s0.bwd_s
+    assert three.objective == pytest.approx(max(end + s0.optimizer_s, s0.fwd_s + send + s1.fwd_s + s1.bwd_s
+                                                + s1.optimizer_s), rel=1e-12)
+    # a scenario with one size: a plan may name it, and only it
+    assert evaluate("plan", parse_instance(TINY).instance, plan(micro_batch=1)).objective == \
+        evaluate("plan", parse_instance(TINY).instance, plan()).objective
+    assert not evaluate("plan", parse_instance(TINY).instance, plan(micro_batch=3)).feasible

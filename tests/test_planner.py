@@ -17,7 +17,7 @@ from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, close
 from wafopt.problems import evaluate, load, parse_instance
 from wafopt.problems.plan.instance import Fixed
-from wafopt.problems.plan.layout_bound import layout_bound, layout_space, quick_bound, refine
+from wafopt.problems.plan.layout_bound import layout_bound, layout_choices, layout_space, quick_bound, refine
 from wafopt.problems.plan.layouts import serpentine_slots, tile_dies, tile_shapes
 from wafopt.workload.operators import SCHEMES
 
@@ -71,29 +71,41 @@ def ring_plans(scenario, par):
                 yield {"tp": par.tp, "pp": 1, "dp": 1, "pipelines": [[ring]], "tp_scheme": scheme}
 
 
-def brute_force(scenario):
-    """{layout: least evaluated objective} over the brute-force space of every layout."""
+def compositions(layers: int, parts: int):
+    """Every split of `layers` into `parts` contiguous stages of at least one layer."""
+    for cuts in itertools.combinations(range(1, layers), parts - 1):
+        bounds = (0,) + cuts + (layers,)
+        yield [b - a for a, b in zip(bounds, bounds[1:])]
+
+
+def brute_force(scenario, splits: bool = False):
+    """{layout: least evaluated objective} over the brute-force space of every layout (and
+    micro-batch size, where the scenario allows several); `splits`: every layer split too."""
     best = {}
-    for par in layout_space(scenario):
+    for par, size in layout_choices(scenario):
         plans = tile_plans(scenario, par) if tile_shapes(par.tp, scenario.mesh()) else (
             ring_plans(scenario, par) if par.pp * par.dp == 1 else iter(()))
+        key = (par.tp, par.pp, par.dp) + (() if size is None else (size,))
+        extra = {} if size is None else {"micro_batch": size}
         for plan in plans:
-            ev = evaluate("plan", scenario, plan)
-            key = (par.tp, par.pp, par.dp)
-            if ev.feasible and (key not in best or ev.objective < best[key]):
-                best[key] = ev.objective
+            for layers in (compositions(scenario.llm.layers, par.pp) if splits else [None]):
+                candidate = dict(plan, **extra, **({} if layers is None else {"layers": layers}))
+                ev = evaluate("plan", scenario, candidate)
+                if ev.feasible and (key not in best or ev.objective < best[key]):
+                    best[key] = ev.objective
     return best
 
 
-def check_against_brute_force(loaded):
-    best = brute_force(loaded.instance)
+def check_against_brute_force(loaded, splits: bool = False):
+    best = brute_force(loaded.instance, splits)
     assert best, "the brute force found no feasible plan"
     optimum_layout = min(best, key=best.get)
     result = solve(loaded, seed=0)
     assert result.objective is not None
     assert close(result.objective, best[optimum_layout]), (result.objective, best[optimum_layout], optimum_layout)
     assert at_most(result.bound.value, result.objective)
-    rows = {(r["tp"], r["pp"], r["dp"]): r for r in result.solution.stats["candidates"]}
+    rows = {(r["tp"], r["pp"], r["dp"]) + ((r["micro_batch"],) if "micro_batch" in r else ()): r
+            for r in result.solution.stats["candidates"]}
     for key, value in best.items():   # every layout bound is below every plan of that layout
         assert rows[key]["bound"] is not None and at_most(rows[key]["bound"], value), (key, rows[key], value)
     row = rows[optimum_layout]        # pruning never removes the optimum's layout
@@ -109,6 +121,54 @@ def test_brute_force_agrees_on_a_2x4_wafer_with_tp_fixed():
 @pytest.mark.slow
 def test_brute_force_agrees_on_the_whole_space_of_a_2x4_wafer():
     check_against_brute_force(tiny())
+
+
+# 5 layers whose last stage also carries the LM head of a large vocabulary: the even split is not
+# the best one; two micro-batch sizes.
+SPLITS = {"problem": "plan", "name": "tiny-splits-2x4",
+          "wafer": {"rows": 2, "cols": 4, "die_tflops": 100, "dram_gb": 0.04, "dram_bw_tbps": 1, "link_bw_tbps": 0.5},
+          "model": {"layers": 5, "hidden": 256, "heads": 4, "ffn_hidden": 1024, "vocab": 8000},
+          "training": {"seq": 128, "micro_batch": [1, 2], "global_batch": 6},
+          "parallel": {"tp": 2}}
+
+
+def splits_scenario(rows: int = 2, cols: int = 3, tmp_path=None):
+    data = copy.deepcopy(SPLITS)
+    data["wafer"].update(rows=rows, cols=cols)
+    if tmp_path is None:
+        return parse_instance(data)
+    (tmp_path / "splits.yaml").write_text(json.dumps(data))
+    return load(tmp_path / "splits.yaml")
+
+
+def test_brute_force_over_splits_and_micro_batch_sizes_agrees_and_certifies(tmp_path):
+    loaded = splits_scenario(tmp_path=tmp_path)   # 2 x 3: a few seconds
+    best_even = brute_force(loaded.instance)
+    result = check_against_brute_force(loaded, splits=True)
+    assert result.objective < min(best_even.values()) * 0.99   # the split matters here
+    assert result.plan["layers"] != [2, 2, 1] and "micro_batch" in result.plan
+    assert {r["micro_batch"] for r in result.solution.stats["candidates"]} == {1, 2}
+
+    path = result.solution.write(tmp_path / "splits.plan.json")
+    report = wafopt.certify(path)
+    assert report.verdict == "certified", report.lines
+    rows = json.loads(path.read_text())["certificate"]["layouts"]
+    assert {len(r) for r in rows} <= {5, 7} and {r[3] for r in rows} == {1, 2}   # [tp, pp, dp, mb, bound, ...]
+    for tamper in ("raise", "drop"):
+        forged = json.loads(path.read_text())
+        rows = forged["certificate"]["layouts"]
+        k = min((i for i, r in enumerate(rows) if r[4] is not None), key=lambda i: rows[i][4])
+        if tamper == "raise":
+            rows[k][4] *= 1.5
+        else:
+            del rows[k]
+        (tmp_path / "forged.json").write_text(json.dumps(forged))
+        assert wafopt.certify(tmp_path / "forged.json").verdict == "invalid", tamper
+
+
+@pytest.mark.slow
+def test_brute_force_over_splits_and_micro_batch_sizes_agrees_on_a_2x4_wafer():
+    check_against_brute_force(splits_scenario(2, 4), splits=True)
 
 
 def test_infeasible_layouts_are_proven_and_never_composed():
@@ -136,7 +196,8 @@ def test_partial_parallel_fixes_what_it_names():
 
 # --- the bound against random feasible plans --------------------------------------------------------
 
-SHIPPED = ["gpt3-175b-config3", "gpt3-6.7b-config3-dp", "llama3-70b-config3", "llama3-70b-config3-faulty"]
+SHIPPED = ["gpt3-175b-config3", "gpt3-6.7b-config3-dp", "llama3-70b-config3", "llama3-70b-config3-faulty",
+           "gpt3-175b-config3-mbs"]
 
 
 def free(name):
@@ -144,9 +205,16 @@ def free(name):
     return replace(loaded.instance, parallel=None, fixed=Fixed())
 
 
-def random_plan(scenario, par, rng):
-    """A random plan of layout `par`: random tiles or scattered dies in random order, a random
-    scheme and random recomputation per stage, and the overflow paired with random helpers."""
+def random_split(layers: int, pp: int, rng) -> list[int]:
+    cuts = sorted(int(c) + 1 for c in rng.choice(layers - 1, pp - 1, replace=False))
+    bounds = [0] + cuts + [layers]
+    return [b - a for a, b in zip(bounds, bounds[1:])]
+
+
+def random_plan(scenario, par, rng, micro_batch=None, split=None):
+    """A random plan of layout `par` (and micro-batch size): random tiles or scattered dies in
+    random order, half the time the layer split `split` (default: a random one), a random scheme
+    and random recomputation per stage, and the overflow paired with random helpers."""
     mesh = scenario.mesh()
     healthy = list(mesh.healthy_dies)
     shapes = [(h, w) for h, w in tile_shapes(par.tp, mesh) if len(serpentine_slots(mesh, h, w)) >= par.pp * par.dp]
@@ -164,7 +232,8 @@ def random_plan(scenario, par, rng):
         schemes = [SCHEMES[int(rng.integers(len(SCHEMES)))] for _ in range(par.pp)]
     else:
         schemes = [SCHEMES[int(rng.integers(len(SCHEMES)))]] * par.pp
-    work = scenario.workload(par, tuple(schemes))
+    layers = (split or random_split(scenario.llm.layers, par.pp, rng)) if rng.random() < 0.5 else None
+    work = scenario.workload(par, tuple(schemes), layers, micro_batch)
     recompute = []
     for st in work.stages:
         if rng.random() < 0.15:
@@ -195,18 +264,25 @@ def random_plan(scenario, par, rng):
             over -= moved
             if over <= 0:
                 break
-    return {"tp": par.tp, "pp": par.pp, "dp": par.dp, "pipelines": pipes, "tp_scheme": schemes,
+    plan = {"tp": par.tp, "pp": par.pp, "dp": par.dp, "pipelines": pipes, "tp_scheme": schemes,
             "recompute": recompute, "offload": offload}
+    if layers is not None:
+        plan["layers"] = layers
+    if micro_batch is not None:
+        plan["micro_batch"] = micro_batch
+    return plan
 
 
 def random_layouts(scenario, rng, count: int) -> list:
-    """`count` random layouts of the scenario's space that the bound does not prove infeasible."""
-    space = layout_space(scenario)
+    """`count` random (layout, micro-batch size) of the scenario's space that the bound does not
+    prove infeasible."""
+    space = layout_choices(scenario)
     out = []
     for k in rng.permutation(len(space)):
-        bound = layout_bound(scenario, space[int(k)])
-        if bound.feasible:
-            out.append((space[int(k)], bound))
+        par, size = space[int(k)]
+        bound = layout_bound(scenario, par, size)
+        if bound.feasible:   # one random split per layout keeps the workloads few (and cached)
+            out.append((par, size, bound, random_split(scenario.llm.layers, par.pp, rng)))
             if len(out) == count:
                 break
     return out
@@ -221,32 +297,35 @@ def random_feasible_plans(count: int, seed: int, layouts_per_scenario: int = 12)
     checked = 0
     while checked < count:
         scenario, pool = pools[int(rng.integers(len(pools)))]
-        par, bound = pool[int(rng.integers(len(pool)))]
-        plan = random_plan(scenario, par, rng)
+        par, size, bound, split = pool[int(rng.integers(len(pool)))]
+        plan = random_plan(scenario, par, rng, size, split)
         ev = evaluate("plan", scenario, plan)
         if not ev.feasible:
             continue
         checked += 1
-        yield scenario, par, plan, ev.objective, bound
+        yield scenario, par, size, plan, ev.objective, bound
 
 
 def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
     count = 0
     refined = {}
-    for scenario, par, plan, objective, bound in random_feasible_plans(1000, seed=7):
-        assert at_most(bound.value, objective), (par, bound.value, objective)          # full tier
-        assert at_most(quick_bound(scenario, par).value, objective), par                # quick tier
-        key = (id(scenario), par)
+    splits = sizes = 0
+    for scenario, par, size, plan, objective, bound in random_feasible_plans(1000, seed=7):
+        assert at_most(bound.value, objective), (par, size, bound.value, objective)     # full tier
+        assert at_most(quick_bound(scenario, par, size).value, objective), par          # quick tier
+        key = (id(scenario), par, size)
         if key not in refined:   # the LP-refined tier, on the first plan of each layout
-            refined[key] = refine(layout_bound(scenario, par)).value
-        assert at_most(refined[key], objective), (par, refined[key], objective)
+            refined[key] = refine(layout_bound(scenario, par, size)).value
+        assert at_most(refined[key], objective), (par, size, refined[key], objective)
         count += 1
-    assert count == 1000
+        splits += "layers" in plan and par.pp > 1
+        sizes += size is not None and size > 1
+    assert count == 1000 and splits > 200 and sizes > 0, (splits, sizes)
 
 
 @pytest.mark.slow
 def test_no_random_feasible_plan_is_below_the_certified_layout_bound_long():
-    for scenario, par, plan, objective, bound in random_feasible_plans(5000, seed=11):
+    for scenario, par, size, plan, objective, bound in random_feasible_plans(5000, seed=11):
         assert at_most(bound.value, objective), (par, bound.value, objective)
 
 
@@ -416,3 +495,13 @@ def test_ablation_steps_never_lose_what_the_steps_before_found(capsys, tmp_path)
     instance_file.write_text(json.dumps(TINY))
     assert main(["ablation", str(instance_file), "--time-limit", "40", "--quiet"]) == 0
     assert "+search" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_splits_and_micro_batch_sizes_give_the_same_result_with_two_workers(tmp_path):
+    from wafopt.compose.runner import run
+
+    loaded = splits_scenario()
+    one = run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=1))
+    two = run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=2))
+    assert one.plan == two.plan and one.objective == two.objective and one.bound == two.bound

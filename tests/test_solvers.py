@@ -1,6 +1,7 @@
 """Both solvers in one process (ortools 9.15 breaks highspy 1.15: or-tools #5246; 1.14 is pinned)."""
 
 import pyomo.environ as pyo
+import pytest
 from ortools.sat.python import cp_model
 
 from wafopt.solvers.backends import solve_cpsat, solve_pyomo
@@ -57,3 +58,59 @@ def test_time_limited_highs_never_claims_more_than_it_proved():
         assert pyo.value(rushed.cost) >= optimum - 1e-9
     if out.status == "optimal":
         assert abs(pyo.value(rushed.cost) - optimum) <= 1e-9 * optimum
+
+
+# --- --solver: the solver asked for is the one used and reported ---------------------------------------
+
+def _tiny_model():
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(domain=pyo.Binary)
+    m.y = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, 5))
+    m.cover = pyo.Constraint(expr=m.x + m.y >= 2.5)
+    m.cost = pyo.Objective(expr=3 * m.x + 2 * m.y)
+    return m
+
+
+def test_absent_solver_is_a_clear_input_error():
+    from wafopt.core.errors import InstanceError
+
+    with pytest.raises(InstanceError) as err:
+        solve_pyomo(_tiny_model(), SolveOptions(quiet=True, solver="no-such-milp-solver"))
+    assert "'no-such-milp-solver' is not installed" in str(err.value) and "--solver" in str(err.value)
+
+
+def _installed(name: str) -> bool:
+    from wafopt.core.errors import InstanceError
+    from wafopt.solvers.backends import pyomo_solver
+
+    try:
+        pyomo_solver(name)
+    except InstanceError:
+        return False
+    return True
+
+
+# appsi_highs is HiGHS through pyomo's SolverFactory (installed with wafopt): the --solver path
+OTHER_SOLVERS = [pytest.param(name, marks=pytest.mark.skipif(not _installed(name), reason=f"{name} not installed"))
+                 for name in ("appsi_highs", "glpk", "cbc", "scip")]
+
+
+@pytest.mark.parametrize("name", OTHER_SOLVERS)
+def test_other_solver_solves_and_is_reported(name):
+    m = _tiny_model()
+    out = solve_pyomo(m, SolveOptions(quiet=True, solver=name))
+    assert out.status == "optimal" and out.solver == f"{name} (pyomo)"
+    assert round(pyo.value(m.cost)) == 6
+
+
+@pytest.mark.parametrize("name", OTHER_SOLVERS)
+def test_tatp_milp_reports_the_solver_asked_for(name):
+    """Even when the start plan is optimal and no MILP is solved, the result names the asked solver."""
+    from wafopt.compose.runner import run
+    from wafopt.problems import parse_instance
+
+    lo = parse_instance({"problem": "tatp", "mesh": {"rows": 2, "cols": 4}, "group_size": 4, "groups": 2}, "t.yaml")
+    result = run(lo, "milp", SolveOptions(quiet=True, solver=name))
+    assert result.status == "optimal" and result.objective == 2.0
+    assert result.solver == f"{name} (pyomo)"
+    assert run(lo, "milp", SolveOptions(quiet=True)).solver.startswith("highs ")

@@ -158,16 +158,54 @@ def faulty_8x8_rings_of_four():
 
 
 def test_tiles_reaches_the_proven_optimum_on_the_faulty_8x8_rings_of_four():
-    """Three faulty dies break the 2 x 2 tiling; the optimum 20 is proven by cpsat (slow test
+    """Three faulty dies break the 2 x 2 tiling; the optimum 20 is proven by cpsat and milp (test
     below, docs/tatp.md); tiles reaches it by region search after packing."""
     sol = run(faulty_8x8_rings_of_four(), "tiles", SolveOptions(time_limit=10, quiet=True))
     assert sol.evaluation["feasible"] and sol.objective == 20 and sol.time_s < 5
 
 
-@pytest.mark.slow
-def test_cpsat_proves_the_faulty_8x8_rings_of_four():
-    sol = run(faulty_8x8_rings_of_four(), "cpsat", SolveOptions(time_limit=60, quiet=True))
+@pytest.mark.parametrize("method", ["cpsat", "milp"])
+def test_exact_methods_prove_the_faulty_8x8_rings_of_four(method):
+    """The stage of rings of cost <= 3 (after skipping the small stages 1 and 2) proves 20 once the
+    LP's reduced costs leave under a tenth of its 9 547 rings."""
+    sol = run(faulty_8x8_rings_of_four(), method, SolveOptions(time_limit=60, quiet=True))
     assert sol.status == "optimal" and sol.objective == 20 and sol.bound == 20
+    assert sol.stats["columns_up_to_cost"] == 3
+
+
+@pytest.mark.parametrize("case", [(3, 4, 4, 2, [(0, 1), (1, 2)], []), (3, 4, 2, 5, [(1, 1)], []),
+                                  (4, 4, 3, 3, [(0, 0), (3, 3)], [])], ids=str)
+def test_stage_lp_bound_and_fixing_keep_every_better_solution(case):
+    """Brute force over every stage solution (disjoint columns plus wildcards): the LP bound is at
+    most the stage optimum, and reduced-cost fixing keeps every column (and wildcards) of every
+    solution of cost <= upper, for each upper from the bound up."""
+    from wafopt.models.tatp import build_data, enumerate_rings, stage_lp
+
+    rows, cols_, N, G, dies, links = case
+    inst = loaded(rows, cols_, N, G, dies, links).instance
+    data = build_data(inst, 10 * G)
+    for K in (inst.ring_lower_bound, inst.ring_lower_bound + 1):
+        cols = enumerate_rings(data, K)
+        solutions = []   # (cost, columns, wildcards)
+
+        def extend(start, chosen, used, cost):
+            wild = G - len(chosen)
+            solutions.append((cost + wild * (K + 1), tuple(chosen), wild))
+            if wild == 0:
+                return
+            for s in range(start, len(cols.rings)):
+                ring = set(cols.rings[s])
+                if not ring & used:
+                    extend(s + 1, chosen + [s], used | ring, cost + cols.costs[s])
+
+        extend(0, [], set(), 0)
+        optimum = min(c for c, _, _ in solutions)
+        for upper in range(optimum - 1, optimum + 4):
+            low, keep, wild_ok = stage_lp(data, cols, upper)
+            assert low <= optimum + 1e-6
+            for cost, chosen, wild in solutions:
+                if cost <= upper:
+                    assert all(keep[s] for s in chosen) and (wild_ok or wild == 0), (K, upper, cost, chosen)
 
 
 def test_evaluator_by_hand():

@@ -250,6 +250,35 @@ def test_parse_training():
         parse_training({"seq": 1, "micro_batch": 1, "global_batch": 1, "batch": 3})
 
 
+def test_micro_batch_may_list_the_allowed_sizes():
+    training = parse_training({"seq": 8, "micro_batch": [4, 1, 2], "global_batch": 64})
+    assert training.micro_batches == (1, 2, 4) and training.micro_batch == 1
+    assert Training(8, 2, 64).micro_batches == (2,)
+    assert dataclasses.replace(training, micro_batch=8).micro_batches == (8,)   # a size it does not list
+    for bad, match in [([], r"training\.micro_batch.*1 to 16"), (list(range(1, 18)), r"1 to 16 entries, got 17"),
+                       ([1, 0], r"training\.micro_batch\[1\].*positive"), ([1, True], r"micro_batch\[1\]"),
+                       ([1, 2.0], r"micro_batch\[1\]"), ([2, 2], r"twice"), ([1, 10**40], r"micro_batch\[1\]"),
+                       ([1, 3], r"training\.global_batch.*multiple of micro_batch 3")]:
+        with pytest.raises(InstanceError, match=match):
+            parse_training({"seq": 8, "micro_batch": bad, "global_batch": 64})
+
+
+def test_a_split_moves_layers_and_is_checked():
+    llm = resolve_llm("gpt3-175b")
+    wafer = resolve_wafer("watos-config3")
+    even = build_workload(llm, Training(2048, 1, 8), wafer, 8, 3)
+    assert [s.layers for s in even.stages] == split_layers(96, 3) == [32, 32, 32]
+    moved = build_workload(llm, Training(2048, 1, 8), wafer, 8, 3, layers=[30, 34, 32])
+    assert [(s.layers, s.first_layer) for s in moved.stages] == [(30, 0), (34, 30), (32, 64)]
+    # a layer's compute and parameters follow it (the middle stage has neither embedding nor head)
+    assert moved.stages[1].fwd_s == pytest.approx(even.stages[1].fwd_s * 34 / 32, rel=1e-12)
+    assert moved.stages[1].params == pytest.approx(even.stages[1].params * 34 / 32, rel=1e-12)
+    assert moved.stages[2].fwd_s == even.stages[2].fwd_s
+    for bad in ([32, 64], [0, 64, 32], [31, 32, 32], [32.0, 32, 32]):
+        with pytest.raises(InstanceError, match="layers"):
+            build_workload(llm, Training(2048, 1, 8), wafer, 8, 3, layers=bad)
+
+
 def test_layout_validation():
     with pytest.raises(InstanceError, match="tp"):
         gpt3(tp=0)

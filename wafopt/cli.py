@@ -566,12 +566,14 @@ class Explore(Command):
         p.add_argument("--quiet", action="store_true")
 
     def run(self, args):
+        import contextlib
         import os
 
         from wafopt.explore.report import plot, render
         from wafopt.explore.run import explore
         from wafopt.explore.space import load_space
         from wafopt.explore.store import Store
+        from wafopt.present.progress import LevelProgress
 
         loaded = load_space(args.space)
         for name in ("budget", "time_limit", "epsilon"):
@@ -581,10 +583,11 @@ class Explore(Command):
         workers = (os.cpu_count() or 1) if args.workers is None else args.workers
         if workers < 0:
             raise InstanceError(f"must be >= 0, got {workers}", "--workers")
-        out = explore(loaded, exhaustive=args.exhaustive, epsilon=args.epsilon,
-                      store=Store(args.store) if args.store else None, budget_s=args.budget, seed=args.seed,
-                      workers=workers, scheduler=args.scheduler, time_limit=args.time_limit,
-                      progress=None if args.quiet else _explore_progress())
+        with contextlib.nullcontext() if args.quiet else LevelProgress() as bars:
+            out = explore(loaded, exhaustive=args.exhaustive, epsilon=args.epsilon,
+                          store=Store(args.store) if args.store else None, budget_s=args.budget, seed=args.seed,
+                          workers=workers, scheduler=args.scheduler, time_limit=args.time_limit,
+                          progress=None if bars is None else _explore_progress(bars))
         if args.plot:
             for path in plot(out, args.plot):
                 _stderr(f"wrote {path}")
@@ -592,14 +595,19 @@ class Explore(Command):
         return EXIT_OK
 
 
-def _explore_progress():
-    """One line per fidelity level as it advances: evaluated, pruned, remaining, best so far."""
+def _explore_progress(bars):
+    """Per fidelity level: tasks done, designs pruned and still in play, the best so far and the
+    least bound of the designs that could still beat it."""
     def report(level: str, info: dict) -> None:
         if level == "enumerate":
-            _stderr("enumerated: " + ", ".join(f"{k} {v}" for k, v in info["counts"].items()))
-        else:
-            best = f", best {info['best']} at {info['best_value']:.4g}" if info.get("best") else ""
-            _stderr(f"{level}: evaluated {info['evaluated']}, remaining {info['remaining']}{best}")
+            bars.note("enumerated: " + ", ".join(f"{k} {v}" for k, v in info["counts"].items()))
+            return
+        text = f"pruned {info['pruned']}, remaining {info['remaining']}"
+        if info.get("best"):
+            text += f", best {info['best']} {info['best_value']:.4g}"
+        if info.get("bound") is not None:
+            text += f", least bound {info['bound']:.4g}"
+        bars.update(level, info["done"], info["total"], text)
     return report
 
 

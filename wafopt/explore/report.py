@@ -18,7 +18,9 @@ def render(out: dict, top: int = 15) -> str:
     lines = [f"objective: {out['objective']}; model error epsilon {out['epsilon']:.3g}"]
     lines.append("designs after each step: " + ", ".join(f"{k} {v}" for k, v in out["counts"].items()))
     ev = out["evaluations"]
-    lines.append("evaluations run: " + ", ".join(f"{k} {ev[k]} ({out['seconds'][k]:.1f} s)" for k in ev))
+    cpu = out.get("cpu_seconds", {})
+    lines.append("evaluations run: " + ", ".join(f"{k} {ev[k]} ({out['seconds'][k]:.1f} s"
+                                                 + (f", {cpu[k]:.1f} CPU s" if cpu.get(k) else "") + ")" for k in ev))
     head = ["design", "mesh", "die mm", "TFLOPS", "DRAM GB", "DRAM TB/s", "link TB/s", "bound", "analytic",
             "simulated", "fidelity", "status"]
     rows = []
@@ -33,7 +35,9 @@ def render(out: dict, top: int = 15) -> str:
         lines.append(f"... {len(out['table']) - top} more (--json for all)")
     best = out["best"]
     lines.append("")
-    if best is None:
+    if best is None and out["remaining"]:
+        lines.append(f"stopped before any design was simulated: {len(out['remaining'])} designs remain")
+    elif best is None:
         lines.append("no design has a feasible plan for every workload")
     else:
         lines.append(f"best design {best['design']}: {_fmt(best['value'], 6)}"
@@ -43,6 +47,12 @@ def render(out: dict, top: int = 15) -> str:
         lines.append(f"stopped before proving it: probability that it is optimal {c['probability_best_is_optimal']:.3f} "
                      f"(Monte Carlo over {len(c['remaining'])} remaining designs with the calibration's errors)")
         lines.append("remaining: " + ", ".join(r["design"] for r in c["remaining"][:20]))
+    err = out.get("model_error") or {}
+    if err.get("count"):
+        beyond = max(-err["largest_under"], err["largest_over"]) > out["epsilon"]
+        lines.append(f"simulated against analytic, {err['count']} plans: {100 * err['largest_under']:+.2f} % to "
+                     f"{100 * err['largest_over']:+.2f} %" + (" (beyond epsilon: the pruning is not proven "
+                                                               "safe on this space; recalibrate)" if beyond else ""))
     lines.append("Pareto set (simulated value vs DRAM capacity): " + ", ".join(out["pareto"]))
     return "\n".join(lines)
 

@@ -7,10 +7,11 @@ Fidelities (per design and workload; wafopt.explore.fidelity):
 - F3: the simulator on F2's plan (the value a design is judged by).
 
 The calibration gives epsilon, the largest relative error of the analytic model against the
-simulator. A design's simulated value is then at least (1 - epsilon) x its lower bound, and the
-best design's simulated value at most (1 + epsilon) x its analytic value. A design is pruned only
-when (1 - epsilon) x its lower bound exceeds the best simulated value found (or (1 + epsilon) x
-the best F1 value): the optimum under F3 survives. Designs climb in order of their bounds, in
+simulator. A design's simulated value is then at least (1 - epsilon) x its lower bound (and at
+least (1 - epsilon) x the analytic value of the plan F3 simulates), and the best design's simulated
+value at most (1 + epsilon) x its analytic value. A design is pruned only when one of those least
+values exceeds the best simulated value found (or (1 + epsilon) x the best F1 value): the optimum
+under F3 survives. Designs climb in order of their bounds, in
 batches of a fixed size, so the work done and the table do not depend on the number of workers.
 """
 
@@ -24,12 +25,14 @@ from typing import Callable
 
 import numpy as np
 
+from wafopt.core.numeric import at_most
 from wafopt.explore.enumerate import Design, enumerate_designs, pareto
 from wafopt.explore.space import LoadedSpace
 from wafopt.explore.store import Store, task_key
 
 FIDELITIES = ("F0", "F1", "F2", "F3")
 BATCH = 4  # designs per round of fine evaluation (fixed: results must not depend on workers)
+FLUSH, FLUSH_S = 64, 10.0   # results are written to the store in groups this large, or this often
 
 
 @dataclass
@@ -44,9 +47,9 @@ class Workload:
 class DesignState:
     design: Design
     bound: dict = field(default_factory=dict)      # workload -> lower bound on iteration time (s)
-    upper: dict = field(default_factory=dict)      # workload -> analytic value of the best plan known
+    upper: dict = field(default_factory=dict)      # workload -> analytic value of plans[workload]
     simulated: dict = field(default_factory=dict)  # workload -> simulated iteration time (s)
-    plans: dict = field(default_factory=dict)      # workload -> F2 plan
+    plans: dict = field(default_factory=dict)      # workload -> best plan known (F1 or F2): F3 simulates it
     fidelity: str = ""
     status: str = "pending"                        # pending | infeasible | pruned (why) | evaluated
     why: str = ""
@@ -93,12 +96,16 @@ class Explorer:
         self.progress = progress or (lambda level, info: None)
         self.objective = Objective(self.space.objective, workloads)
         self.evaluations = {f: 0 for f in FIDELITIES}     # evaluations run (cached ones not counted)
-        self.seconds = {f: 0.0 for f in FIDELITIES}
+        self.requested = {f: 0 for f in FIDELITIES}       # evaluations the run needed (cached or run)
+        self.seconds = {f: 0.0 for f in FIDELITIES}       # wall time per level
+        self.cpu = {f: 0.0 for f in FIDELITIES}           # CPU time of its evaluations (as they report it)
         self._client = None
 
     # ---- running tasks ------------------------------------------------------------------------
-    def _run(self, fidelity: str, items: list[tuple[DesignState, Workload, dict | None]]) -> list[dict]:
-        """Evaluate (design, workload) tasks at one fidelity, through the store; in order."""
+    def _run(self, fidelity: str, items: list[tuple[DesignState, Workload, dict | None]],
+             tick: Callable[[int], None] | None = None) -> list[dict]:
+        """Evaluate (design, workload) tasks at one fidelity, through the store; in order. Results
+        are stored as they come (a killed run keeps them); `tick(n)` counts the tasks done."""
         tasks, keys, todo = [], [], []
         for state, wl, plan in items:
             design = state.design.to_dict()
@@ -110,22 +117,47 @@ class Explorer:
             keys.append(key)
             if self.store.get(key) is None:
                 todo.append(len(tasks) - 1)
+        done = len(tasks) - len(todo)
+        self.requested[fidelity] += len(tasks)
+        if tick:
+            tick(done)
+        pending, flushed = [], time.monotonic()
         started = time.perf_counter()
-        fresh = self._map([tasks[i] for i in todo])
-        self.seconds[fidelity] += time.perf_counter() - started
-        self.evaluations[fidelity] += len(todo)
-        self.store.put_many([(keys[i], items[i][0].design.id, items[i][1].name, fidelity, result)
-                             for i, result in zip(todo, fresh)])
+        try:
+            for k, result in self._map([tasks[i] for i in todo]):
+                i = todo[k]
+                pending.append((keys[i], items[i][0].design.id, items[i][1].name, fidelity, result))
+                self.evaluations[fidelity] += 1
+                self.cpu[fidelity] += result.get("cpu_s", 0.0)
+                done += 1
+                if len(pending) >= FLUSH or time.monotonic() - flushed > FLUSH_S:
+                    self.store.put_many(pending)
+                    pending, flushed = [], time.monotonic()
+                if tick:
+                    tick(done)
+        finally:
+            self.store.put_many(pending)
+            self.seconds[fidelity] += time.perf_counter() - started
         return [self.store.get(k) for k in keys]
 
-    def _map(self, tasks: list[dict]) -> list[dict]:
+    def _map(self, tasks: list[dict]):
+        """(index, result) of each task, in the order they finish."""
         if not tasks:
-            return []
+            return
         if self.workers == 0 and self.scheduler is None:
-            return [self.evaluate(t) for t in tasks]
+            for k, task in enumerate(tasks):
+                yield k, self.evaluate(task)
+            return
+        from distributed import as_completed
+
         client = self._dask()
         futures = client.map(self.evaluate, tasks, pure=False)
-        return client.gather(futures)
+        index = {f.key: k for k, f in enumerate(futures)}
+        try:
+            for future, result in as_completed(futures, with_results=True):
+                yield index[future.key], result
+        finally:
+            client.cancel(futures)   # an interrupted run leaves nothing running on the cluster
 
     def _dask(self):
         if self._client is None:
@@ -135,7 +167,7 @@ class Explorer:
                 self._client = Client(self.scheduler)
             else:
                 cluster = LocalCluster(n_workers=max(1, self.workers), threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", silence_logs=40)
+                                       dashboard_address=":0", silence_logs=50)
                 self._client = Client(cluster)
         return self._client
 
@@ -147,22 +179,38 @@ class Explorer:
                 cluster.close()
             self._client = None
 
-    def expired(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
+    def expired(self, ahead: float = 0.0) -> bool:
+        """Past the time limit, or within `ahead` seconds of it."""
+        return self.deadline is not None and time.monotonic() + ahead > self.deadline
 
     # ---- the ladder ---------------------------------------------------------------------------
     def lower(self, s: DesignState) -> float | None:
         return self.objective.cost(s.design, s.bound)
+
+    def _tell(self, level: str, states: list[DesignState], done: int, total: int, best=None,
+              best_cost: float = math.inf, open_: list[DesignState] | None = None, ordered: bool = True) -> None:
+        """Progress of a fidelity level: tasks done of total, designs pruned so far, designs still
+        in play (`open_`, in order of bound unless not `ordered`), the best so far and the least
+        bound of the designs that could still beat it."""
+        open_ = states if open_ is None else open_
+        bounds = [self.lower(s) for s in (open_[:1] if ordered else open_)]
+        self.progress(level, {"done": done, "total": total,
+                              "pruned": sum(s.status in ("pruned", "infeasible") for s in states),
+                              "remaining": len(open_),
+                              "best": best.design.id if best is not None else None,
+                              "best_value": best_cost if best is not None else None,
+                              "bound": min((x for x in bounds if x is not None), default=None)})
 
     def run(self, exhaustive: bool = False) -> dict:
         started = time.perf_counter()
         designs, counts = enumerate_designs(self.space)
         states = [DesignState(d) for d in designs]
         self.progress("enumerate", {"counts": counts})
+        n = len(self.workloads)
 
         # F0: a certified lower bound for every design and workload
         pairs = [(s, w, None) for s in states for w in self.workloads]
-        for (s, w, _), r in zip(pairs, self._run("F0", pairs)):
+        for (s, w, _), r in zip(pairs, self._run("F0", pairs, lambda k: self._tell("F0", states, k, len(pairs)))):
             if r["feasible"]:
                 s.bound[w.name] = r["bound"]
             else:
@@ -170,76 +218,62 @@ class Explorer:
             s.fidelity = "F0"
         live = [s for s in states if s.status != "infeasible"]
         live.sort(key=lambda s: (self.lower(s), s.design.id))
-        self.progress("F0", {"evaluated": len(states), "remaining": len(live)})
+        self._tell("F0", states, len(pairs), len(pairs), open_=live)
 
-        # F1: fast feasible plans, in order of bound, until the guaranteed value of the best one
-        # (1 + eps) x its analytic value) is below (1 - eps) x every remaining bound
+        # F1 to F3 in order of bound, a batch of designs at a time, until no design left can beat
+        # the best: neither its simulated value nor the guaranteed value (1 + eps) x the analytic
+        # value of the best plan known (the "ceiling", which F3 of that plan cannot exceed)
         eps = self.epsilon
-        ceiling = math.inf
-        candidates, queue = [], list(live)
-        while queue:
-            if not exhaustive and (1 - eps) * self.lower(queue[0]) > ceiling:
-                for s in queue:
-                    s.status, s.why = "pruned", "F1: its bound is above the guaranteed value of another design"
-                break
-            batch, queue = queue[:BATCH], queue[BATCH:]
-            pairs = [(s, w, None) for s in batch for w in self.workloads]
-            for (s, w, _), r in zip(pairs, self._run("F1", pairs)):
-                if r["feasible"] and r["value"] is not None:
-                    s.upper[w.name] = r["value"]
-                    if r.get("plan") is not None:   # F3 simulates it if F2 finds nothing better
-                        s.plans[w.name] = r["plan"]
-                if r.get("bound") is not None:
-                    s.bound[w.name] = max(s.bound[w.name], r["bound"])
-                s.fidelity = "F1"
-            for s in batch:
-                cost = self.objective.cost(s.design, s.upper)
-                if cost is not None:
-                    ceiling = min(ceiling, (1 + eps) * cost)
-                candidates.append(s)
-            self.progress("F1", {"evaluated": len(candidates), "remaining": len(queue)})
-        candidates.sort(key=lambda s: (self.lower(s), s.design.id))
-
-        # F2 + F3 in order of bound, until no remaining design can beat the best simulated one
         best: DesignState | None = None
-        best_cost = math.inf
-        queue = list(candidates)
-        stopped = False
+        best_cost = ceiling = math.inf
+        queue = list(live)
+        stopped, longest, promised = False, 0.0, []
+        total, done = len(queue) * n, {"F1": 0, "F2": 0, "F3": 0}
+
+        def beaten(s: DesignState, value: float | None) -> bool:   # value: a least cost of s
+            return not exhaustive and value is not None and (1 - eps) * value > min(best_cost, ceiling)
+
+        def tick(level):
+            return lambda k, base=done[level]: self._tell(level, states, base + k, total, best, best_cost, queue)
+
         while queue:
-            if not exhaustive and (1 - eps) * self.lower(queue[0]) > best_cost:
+            if beaten(queue[0], self.lower(queue[0])):
                 for s in queue:
-                    s.status, s.why = "pruned", "F3: its bound is above the best simulated design"
+                    s.status, s.why = "pruned", f"{s.fidelity}: its bound is above the best design's value"
                 queue = []
                 break
-            if self.expired():
+            if self.expired(longest):   # start no batch that would end past the time limit
                 stopped = True
                 break
             batch, queue = queue[:BATCH], queue[BATCH:]
-            if not exhaustive:
-                keep = [s for s in batch if (1 - eps) * self.lower(s) <= best_cost]
-                for s in batch:
-                    if s not in keep:
-                        s.status, s.why = "pruned", "F3: its bound is above the best simulated design"
-                batch = keep
+            batch_started = time.monotonic()
+            batch = [s for s in batch if not self._prune(s, beaten(s, self.lower(s)), "bound")]
             pairs = [(s, w, None) for s in batch for w in self.workloads]
-            for (s, w, _), r in zip(pairs, self._run("F2", pairs)):
-                if r["feasible"] and r["value"] is not None and (
-                        w.name not in s.plans or r["value"] < s.upper.get(w.name, math.inf)):
-                    s.upper[w.name] = min(s.upper.get(w.name, math.inf), r["value"])
-                    s.plans[w.name] = r["plan"]
-                if r.get("bound") is not None:
-                    s.bound[w.name] = max(s.bound.get(w.name, 0.0), r["bound"])
-                s.fidelity = "F2"
-            if not exhaustive:   # F2's tighter bound may already exclude a design: no F3 for it
-                for s in batch:
-                    if (1 - eps) * self.lower(s) > best_cost:
-                        s.status, s.why = "pruned", "F2: its tightened bound is above the best simulated design"
-                batch = [s for s in batch if s.status != "pruned"]
+            for (s, w, _), r in zip(pairs, self._run("F1", pairs, tick("F1"))):
+                if not r["feasible"]:   # the tightened bound proves that no layout fits
+                    s.status, s.why = "infeasible", f"{w.name}: {r['note']}"
+                self._take(s, w, r, "F1")
+            done["F1"] += len(pairs)
+            for s in batch:
+                cost = self.objective.cost(s.design, s.upper)
+                if s.status != "infeasible" and cost is not None and (1 + eps) * cost < ceiling:
+                    ceiling = (1 + eps) * cost
+                    promised.append(s)   # the pruning counts on F3 of its plans
+            batch = [s for s in batch if s.status != "infeasible"
+                     and not self._prune(s, beaten(s, self.lower(s)), "tightened bound")]
+            pairs = [(s, w, None) for s in batch for w in self.workloads]
+            for (s, w, _), r in zip(pairs, self._run("F2", pairs, tick("F2"))):
+                self._take(s, w, r, "F2")
+            done["F2"] += len(pairs)
+            # F3 simulates these plans: a design whose plans cannot simulate below the best is done
+            batch = [s for s in batch if not self._prune(s, beaten(s, self.lower(s)), "tightened bound")
+                     and not self._prune(s, beaten(s, self.planned(s)), "plan's analytic value")]
             pairs = [(s, w, s.plans[w.name]) for s in batch for w in self.workloads if w.name in s.plans]
-            for (s, w, _), r in zip(pairs, self._run("F3", pairs)):
+            for (s, w, _), r in zip(pairs, self._run("F3", pairs, tick("F3"))):
                 if r["feasible"]:
                     s.simulated[w.name] = r["value"]
                 s.fidelity = "F3"
+            done["F3"] += len(pairs)
             for s in batch:
                 cost = self.objective.cost(s.design, s.simulated)
                 if cost is None:   # some workload has no plan (none found in the budget) or no simulation
@@ -248,16 +282,38 @@ class Explorer:
                 s.status = "evaluated"
                 if cost < best_cost or (cost == best_cost and best and s.design.id < best.design.id):
                     best, best_cost = s, cost
-            queue.sort(key=lambda s: (self.lower(s), s.design.id))
-            self.progress("F3", {"evaluated": sum(x.status == "evaluated" for x in states),
-                                 "remaining": len(queue), "best": best and best.design.id,
-                                 "best_value": best_cost})
+            longest = max(longest, time.monotonic() - batch_started)
+            self._tell("F3", states, done["F3"], total, best, best_cost, queue)
         remaining = [s for s in queue] if stopped else []
         for s in remaining:
             s.status, s.why = "remaining", "not evaluated within the time limit"
         # a design left without a plan could still be the optimum: the run proves nothing about it
-        remaining += [s for s in states if s.status == "no plan" and (1 - eps) * self.lower(s) <= best_cost]
+        remaining += [s for s in states if s.status == "no plan" and ((1 - eps) * self.lower(s) <= best_cost
+                                                                      or s in promised)]
+        for level in ("F1", "F2", "F3"):
+            self._tell(level, states, done[level], done[level], best, best_cost, remaining, ordered=False)
         return self.report(states, counts, best, best_cost, remaining, time.perf_counter() - started)
+
+    def _prune(self, s: DesignState, beaten: bool, what: str) -> bool:
+        if beaten:
+            s.status, s.why = "pruned", f"{s.fidelity}: its {what} is above the best design's value"
+        return beaten
+
+    def _take(self, s: DesignState, w: Workload, r: dict, fidelity: str) -> None:
+        """A plan (kept when better than the one known: F3 simulates it) and a tightened bound."""
+        if r["feasible"] and r["value"] is not None and r.get("plan") is not None \
+                and r["value"] < s.upper.get(w.name, math.inf):
+            s.upper[w.name], s.plans[w.name] = r["value"], r["plan"]
+        if r.get("bound") is not None:
+            s.bound[w.name] = max(s.bound.get(w.name, 0.0), r["bound"])
+        s.fidelity = fidelity
+
+    def planned(self, s: DesignState) -> float | None:
+        """The cost of the plans F3 would simulate (never above their analytic values), when every
+        workload has one: their simulated cost is at least (1 - epsilon) x this."""
+        if any(w.name not in s.plans for w in self.workloads):
+            return None
+        return self.objective.cost(s.design, s.upper)
 
     # ---- results ------------------------------------------------------------------------------
     def coarse(self, s: DesignState) -> float | None:
@@ -281,14 +337,26 @@ class Explorer:
                "best": None if best is None else {"design": best.design.id, "value": best_cost,
                                                   "design_spec": best.design.to_dict()},
                "counts": {**counts, "after F0 (feasible)": sum(s.status != "infeasible" for s in states)},
-               "evaluations": dict(self.evaluations), "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+               "evaluations": dict(self.evaluations), "needed": dict(self.requested), "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+               "cpu_seconds": {k: round(v, 3) for k, v in self.cpu.items()},
                "remaining": [s.design.id for s in remaining],
-               "proven": best is not None and not remaining,
+               "proven": best is not None and not remaining and self.within_epsilon(states),
+               "model_error": self.model_error(states),
                "table": rows, "pareto": front, "s_curve": self.s_curve(states),
                "workloads": len(self.workloads), "time_s": round(seconds, 3)}
         if remaining and best is not None:
             out["confidence"] = self.confidence(best_cost, remaining)
         return out
+
+    def model_error(self, states) -> dict:
+        """Simulated against analytic value of the same plans, as the run measured them: the
+        pruning holds only while these stay within epsilon."""
+        errors = [s.simulated[w] / s.upper[w] - 1 for s in states for w in s.simulated if s.upper.get(w)]
+        return {"count": len(errors), "largest_under": min(errors, default=0.0), "largest_over": max(errors, default=0.0)}
+
+    def within_epsilon(self, states) -> bool:
+        e = self.model_error(states)
+        return at_most(-e["largest_under"], self.epsilon) and at_most(e["largest_over"], self.epsilon)
 
     def pareto_front(self, evaluated: list[DesignState]) -> list[str]:
         """Designs no other beats in both simulated value and wafer DRAM capacity."""

@@ -100,6 +100,9 @@ class Workload(_Strict):
     name: str = Field(min_length=1, max_length=60)
     scenario: str = Field(min_length=1, max_length=500)  # a scenario file, relative to the space file
     weight: float = Field(1.0, gt=0, le=1e6, allow_inf_nan=False)
+    # fields of the scenario's `training:` to replace (e.g. a smaller global batch); the scenario
+    # parser checks them like any scenario's
+    training: dict[str, int | float | bool | str] = Field(default_factory=dict, max_length=20)
 
 
 class Space(_Strict):

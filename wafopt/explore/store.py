@@ -21,9 +21,12 @@ CREATE TABLE IF NOT EXISTS evaluations (
 )"""
 
 
+LADDER = 2   # the fidelity methods' version: results stored by an older ladder are not reused
+
+
 def task_key(design: dict, workload_sha: str, fidelity: str, budget: float | None) -> str:
     text = json.dumps({"design": design, "workload": workload_sha, "fidelity": fidelity, "budget": budget,
-                       "version": __version__}, sort_keys=True)
+                       "version": __version__, "ladder": LADDER}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -38,11 +38,13 @@ def evaluate(task: dict, error: float = 0.1) -> dict:
     if fidelity == "F0":
         return {"feasible": True, "bound": LOWER * value, "value": None, "plan": None, "note": ""}
     if fidelity == "F1":
-        return {"feasible": True, "bound": LOWER * value, "value": FAST * value, "plan": None, "note": ""}
+        return {"feasible": True, "bound": LOWER * value, "value": FAST * value,
+                "plan": {"design": design["id"], "fast": True}, "note": ""}
     if fidelity == "F2":
         return {"feasible": True, "bound": LOWER * value, "value": value, "plan": {"design": design["id"]},
                 "note": ""}
-    return {"feasible": True, "bound": None, "value": value * (1 + delta(design, workload, error)),
+    planned = FAST * value if task["plan"].get("fast") else value   # the analytic value of the plan simulated
+    return {"feasible": True, "bound": None, "value": planned * (1 + delta(design, workload, error)),
             "plan": None, "note": ""}
 
 

@@ -19,21 +19,35 @@ from wafopt.core.budget import SolveOptions, never
 
 
 def base_descent(fit: Fitness, perm: np.ndarray, deadline: float | None = None, stop=never) -> np.ndarray:
-    """Best-improvement swaps/relocations by exact base-objective deltas (fast, O(n^2 m) a step)."""
-    perm = np.array(perm)
-    noise = tolerance(fit.one(perm))   # deltas smaller than this are float noise, not improvements
-    while (deadline is None or time.monotonic() < deadline) and not stop():
-        delta, r, s = fit.best_base_swap(perm)
-        if delta >= -noise:
-            break
-        perm[r], perm[s] = perm[s], perm[r]
-    return perm
+    """Swap descent on the base objective (Fitness.base_descent)."""
+    return fit.base_descent(perm, deadline, stop)
+
+
+def _best_full_swap(fit: Fitness, perm: np.ndarray, value: float) -> tuple[np.ndarray, float] | None:
+    """The best swap by the full objective, or None when none improves. A swap can only improve if
+    its base delta is below the current conflict penalty (the penalty stays >= 0), so only those
+    swaps get their penalty evaluated."""
+    penalty = float(fit.penalty(perm[None, :fit.n])[0])
+    delta = fit.swaps(perm).deltas()
+    r, s = np.nonzero(delta < penalty - tolerance(value))
+    if not len(r):
+        return None
+    cand = np.repeat(perm[None, :], len(r), axis=0)
+    idx = np.arange(len(r))
+    cand[idx, r], cand[idx, s] = perm[s], perm[r]
+    scores = value + delta[r, s] + np.concatenate(
+        [fit.penalty(cand[k:k + 4096, :fit.n]) for k in range(0, len(cand), 4096)]) - penalty
+    k = int(np.argmin(scores))
+    if at_most(value, scores[k]):
+        return None
+    return cand[k], fit.one(cand[k])
 
 
 def descend(fit: Fitness, perm: np.ndarray, deadline: float | None = None,
             cycles: bool = True, stop=never) -> tuple[np.ndarray, float]:
-    """Best-improvement descent on the full objective: swaps/relocations (exact deltas when there are
-    no Mem_pairs), segment reversals (2-opt of the pipeline path), then 3-cycles; never worse than perm."""
+    """Best-improvement descent on the full objective: swaps/relocations (exact base deltas, the
+    conflict penalty evaluated only where it can matter), segment reversals (2-opt of the pipeline
+    path), then 3-cycles; never worse than perm."""
     start = np.array(perm)
     perm = base_descent(fit, start, deadline, stop)
     value = fit.one(perm)
@@ -45,7 +59,15 @@ def descend(fit: Fitness, perm: np.ndarray, deadline: float | None = None,
         for kind in kinds:
             if (deadline is not None and time.monotonic() > deadline) or stop():
                 return perm, value
+            if kind == "swap":
+                step = _best_full_swap(fit, perm, value)
+                if step is not None:
+                    (perm, value), improved = step, True
+                    break
+                continue
             cand = fit.neighbours(perm, kind)
+            if not len(cand):   # too few stages for this move (e.g. 2 stages: no reversal, no 3-cycle)
+                continue
             scores = np.concatenate([fit(cand[k:k + 4096]) for k in range(0, len(cand), 4096)])
             k = int(np.argmin(scores))
             if not at_most(value, scores[k]):

@@ -81,6 +81,11 @@ def order_ring(mesh: Mesh, dies: Sequence[Die], floor: int = 1,
         return dies, mesh.ring_cost(dies)
     idx = [mesh.index(d) for d in dies]
     dist = mesh.distance_matrix[np.ix_(idx, idx)]
+    if n <= 6:   # every cyclic order at once (at most 60): exact and faster than the DFS
+        orders = _cycle_orders(n)
+        cost = dist[orders, np.roll(orders, -1, axis=1)].max(axis=1)
+        best = int(np.argmin(cost))
+        return [dies[i] for i in orders[best]], int(cost[best])
     for t in sorted({int(v) for v in dist.flat if v >= floor}):
         adj = [[j for j in range(n) if j != i and dist[i, j] <= t] for i in range(n)]
         if any(len(a) < 2 for a in adj):
@@ -310,6 +315,23 @@ def _set_cost(dist: np.ndarray, members: tuple[int, ...], floor: int, mesh: Mesh
     return int(best)
 
 
+@lru_cache(maxsize=None)
+def _cycle_orders(N: int) -> np.ndarray:
+    """Every cyclic order of N positions once (first fixed, one direction): (orders, N)."""
+    rest = [r for r in itertools.permutations(range(1, N)) if N <= 2 or r[0] < r[-1]]
+    return np.array([(0,) + r for r in rest], dtype=int)
+
+
+def _set_costs(dist: np.ndarray, sets: list[tuple[int, ...]], floor: int, mesh: Mesh, cells) -> list[int]:
+    """_set_cost of many sets: all cyclic orders at once in numpy for N <= 6."""
+    N = len(sets[0])
+    if N > 6:
+        return [_set_cost(dist, c, floor, mesh, cells) for c in sets]
+    members = np.array(sets, dtype=int)[:, _cycle_orders(N)]                      # (sets, orders, N)
+    hops = dist[members, np.roll(members, -1, axis=2)]
+    return [int(v) for v in hops.max(axis=2).min(axis=1)]
+
+
 def best_partition(mesh: Mesh, cells: list[Die], k: int, N: int, floor: int):
     """Exact: k disjoint rings of N dies from `cells` (the others stay unused) with the least total
     ring cost, by DP over subsets anchored at the lowest undecided die. Returns (cost, rings), or
@@ -319,29 +341,37 @@ def best_partition(mesh: Mesh, cells: list[Die], k: int, N: int, floor: int):
         return None
     idx = [mesh.index(d) for d in cells]
     dist = mesh.distance_matrix[np.ix_(idx, idx)]
-    cost = {c: _set_cost(dist, c, floor, mesh, cells) for c in itertools.combinations(range(m), N)}
+    sets = list(itertools.combinations(range(m), N))
+    costs = _set_costs(dist, sets, floor, mesh, cells)
+    # the N-sets by their lowest die, cheapest first, each as (bit mask, cost, members)
+    anchored: list[list[tuple[int, int, tuple]]] = [[] for _ in range(m)]
+    for c, cost in zip(sets, costs):
+        anchored[c[0]].append((sum(1 << j for j in c), cost, c))
+    for options in anchored:
+        options.sort(key=lambda o: o[1])
     spare = m - k * N
 
     @lru_cache(maxsize=None)
-    def solve(decided: int, left: int) -> tuple[float, tuple]:
+    def solve(decided: int, left: int, skipped: int) -> tuple[float, tuple]:
         if left == 0:
             return 0, ()
         i = next((j for j in range(m) if not decided >> j & 1), None)
         if i is None:
             return math.inf, ()
         best: tuple[float, tuple] = (math.inf, ())
-        if bin(decided).count("1") - N * (k - left) < spare:  # leave die i unused
-            best = solve(decided | 1 << i, left)
-        free = [j for j in range(i + 1, m) if not decided >> j & 1]
-        for rest in itertools.combinations(free, N - 1):
-            members = (i,) + rest
-            mask = decided | sum(1 << j for j in members)
-            sub, rings = solve(mask, left - 1)
-            if cost[members] + sub < best[0]:
-                best = (cost[members] + sub, (members,) + rings)
+        if skipped < spare:  # leave die i unused
+            best = solve(decided | 1 << i, left, skipped + 1)
+        for mask, cost, members in anchored[i]:
+            if cost + (left - 1) * floor >= best[0]:
+                break   # cheapest first: no later set can do better
+            if mask & decided:
+                continue
+            sub, rings = solve(decided | mask, left - 1, skipped)
+            if cost + sub < best[0]:
+                best = (cost + sub, (members,) + rings)
         return best
 
-    total, rings = solve(0, k)
+    total, rings = solve(0, k, 0)
     if total == math.inf:
         return None
     return int(total), [order_ring(mesh, [cells[j] for j in ring], floor)[0] for ring in rings]
@@ -354,6 +384,7 @@ def region_search(mesh: Mesh, groups: list[list[Die]], N: int, floor: int,
     (best_partition); keep the first strict improvement, repeat until none or the deadline."""
     groups = [list(g) for g in groups]
     healthy = mesh.healthy_dies
+    solved: dict = {}      # best_partition of a region, for regions seen in an earlier pass
     improved = True
     while improved and time.monotonic() < deadline and not stop():
         improved = False
@@ -372,7 +403,10 @@ def region_search(mesh: Mesh, groups: list[list[Die]], N: int, floor: int,
                     members = [gi, *others]
                     dies = {d for j in members for d in groups[j]}
                     spare = {d for d in healthy if d not in used and min(mesh.distance(d, x) for x in dies) <= 1}
-                    found = best_partition(mesh, sorted(dies | spare), len(members), N, floor)
+                    region = (tuple(sorted(dies | spare)), len(members))
+                    if region not in solved:
+                        solved[region] = best_partition(mesh, list(region[0]), region[1], N, floor)
+                    found = solved[region]
                     if found is not None and found[0] < sum(costs[j] for j in members):
                         for j, ring in zip(members, found[1]):
                             groups[j] = ring

@@ -63,3 +63,48 @@ def console_progress(options: SolveOptions, console: Console | None = None):
     finally:
         reporter.live = None
         options.budget_.reporter = previous
+
+
+class LevelProgress:
+    """Progress of a run in levels (an exploration's fidelity levels): on a terminal one rich bar
+    per level (tasks done of total, then what the run says of it), redrawn in place and left on
+    screen; elsewhere a plain line when a level starts or ends, and at most every `every_s` seconds."""
+
+    def __init__(self, console: Console | None = None, every_s: float = 10.0):
+        import sys
+
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = console or Console(file=PROGRESS_STREAM or sys.stderr, stderr=True)
+        self.every_s = every_s
+        self.tasks: dict = {}
+        self.last: dict = {}     # level -> (time, text) of its last plain line
+        self.bars = Progress(TextColumn("{task.description:>3}"), BarColumn(bar_width=24), MofNCompleteColumn(),
+                             TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console,
+                             transient=False) if self.console.is_terminal else None
+
+    def __enter__(self) -> "LevelProgress":
+        if self.bars is not None:
+            self.bars.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bars is not None:
+            self.bars.stop()
+
+    def note(self, text: str) -> None:
+        """A line of its own (above the bars on a terminal)."""
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def update(self, level: str, done: int, total: int, info: str = "") -> None:
+        if self.bars is not None:
+            if level not in self.tasks:
+                self.tasks[level] = self.bars.add_task(level, total=total, info=info)
+            self.bars.update(self.tasks[level], completed=done, total=total, info=info)
+            return
+        text = f"{level}: {done}/{total} {info}".rstrip()
+        now = time.monotonic()
+        when, said = self.last.get(level, (None, None))
+        if text != said and (when is None or done >= total or now - when >= self.every_s):
+            self.last[level] = (now, text)
+            self.note(text)

@@ -46,6 +46,16 @@ def highs_version() -> str:
     return f"highs {version('highspy')}"
 
 
+def milp_solver_name(options: SolveOptions) -> str:
+    """The solver a pyomo model of this run is solved with, as results name it: HiGHS with its
+    version by default, else the solver asked for with --solver (as solve_pyomo_with reports it)."""
+    return highs_version() if options.solver == "highs" else pyomo_label(options.solver)
+
+
+def pyomo_label(name: str) -> str:
+    return f"{name} (pyomo)"
+
+
 def time_left(options: SolveOptions, asked: float | None = None) -> float | None:
     """Seconds a solver may run from now: `asked`, capped by what is left of the run (None: no
     limit at all). Called once the model is built, so building counts against the limit."""
@@ -451,7 +461,7 @@ def solve_pyomo_with(name: str, model, options: SolveOptions, warm_start: bool =
     from pyomo.opt import SolverStatus, TerminationCondition as TC
 
     solver = pyomo_solver(name)
-    label = f"{name} (pyomo)"
+    label = pyomo_label(name)
     if options.stopped():
         return not_started(options, label)
     limit = time_left(options, time_limit)

@@ -10,10 +10,12 @@ Formulas and sources: docs/workload.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping, Union
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
+from wafopt.core.limits import MAX_COUNT
 from wafopt.hardware.catalog import GB, LLM, Wafer
 from wafopt.workload.operators import (ATTENTIONS, CHECKPOINT_UNIT, LAYERNORM_FLOPS, MASK_BYTES, SCHEMES,
                                        SELECTIVE_UNITS, SOFTMAX_FLOPS, Collective, Cost, LayerTable,
@@ -58,10 +60,13 @@ STATE_PRESETS = {
 DEFAULT_STATES = "megatron"
 
 
+MAX_MICRO_BATCH_CHOICES = 16   # a scenario's allowed micro-batch sizes (each one multiplies the planner's layouts)
+
+
 @dataclass(frozen=True)
 class Training:
     seq: int
-    micro_batch: int
+    micro_batch: int                      # the size the cost model uses (the least allowed one)
     global_batch: int
     attention: str = "standard"           # standard | flash (fused: no s^2 tensor stored or moved)
     sequence_parallel: bool = False
@@ -70,8 +75,11 @@ class Training:
     activation_bytes: int = 2             # element size of activations and weights (fp16)
     workspace_bytes: float = 0.0          # per die: kernel workspace and communication buffers
     recompute: bool = True                # False: every activation is kept (offloading still allowed)
+    micro_batches: tuple[int, ...] = ()   # the sizes a plan may choose (default: micro_batch alone)
 
     def __post_init__(self):
+        if self.micro_batch not in self.micro_batches:   # e.g. after replace(micro_batch=...)
+            object.__setattr__(self, "micro_batches", (self.micro_batch,))
         if isinstance(self.states, str):   # a preset name
             if self.states not in STATE_PRESETS:
                 raise ValueError(f"unknown states preset {self.states!r} (known: {', '.join(STATE_PRESETS)})")
@@ -93,11 +101,11 @@ def parse_training(fields_or_mapping: Fields | Mapping, where: str = "training")
     f = fields_or_mapping if isinstance(fields_or_mapping, Fields) else Fields(fields_or_mapping,
                                                                                where)
     seq = f.integer("seq", positive=True)
-    micro_batch = f.integer("micro_batch", positive=True)
+    sizes = _parse_micro_batches(f)
     global_batch = f.integer("global_batch", positive=True)
     attention = _parse_attention(f)
     training = Training(
-        seq=seq, micro_batch=micro_batch, global_batch=global_batch, attention=attention,
+        seq=seq, micro_batch=sizes[0], global_batch=global_batch, attention=attention, micro_batches=sizes,
         sequence_parallel=f.boolean("sequence_parallel", False),
         states=_parse_states(f),
         distributed_optimizer=f.boolean("distributed_optimizer", False),
@@ -106,10 +114,28 @@ def parse_training(fields_or_mapping: Fields | Mapping, where: str = "training")
         recompute=f.boolean("recompute", True),
     )
     f.finish()
-    if training.global_batch % training.micro_batch:
-        raise InstanceError(f"must be a multiple of micro_batch {training.micro_batch}, got "
-                            f"{training.global_batch}", f.path("global_batch"))
+    for b in sizes:
+        if training.global_batch % b:
+            raise InstanceError(f"must be a multiple of micro_batch {b}, got {training.global_batch}",
+                                f.path("global_batch"))
     return training
+
+
+def _parse_micro_batches(f: Fields) -> tuple[int, ...]:
+    """`micro_batch: 2` or the allowed sizes `micro_batch: [1, 2, 4]` (the planner chooses one per
+    plan); sorted, the least first."""
+    raw = f.raw("micro_batch")
+    if not isinstance(raw, list):
+        return (f.integer("micro_batch", positive=True),)
+    if not 1 <= len(raw) <= MAX_MICRO_BATCH_CHOICES:
+        raise InstanceError(f"a list of micro-batch sizes must have 1 to {MAX_MICRO_BATCH_CHOICES} entries, "
+                            f"got {len(raw)}", f.path("micro_batch"))
+    for k, v in enumerate(raw):
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0 or v > MAX_COUNT:
+            raise InstanceError(f"must be a positive integer, got {v!r:.60}", f"{f.path('micro_batch')}[{k}]")
+    if len(set(raw)) != len(raw):
+        raise InstanceError(f"lists a micro-batch size twice: {raw!r:.60}", f.path("micro_batch"))
+    return tuple(sorted(raw))
 
 
 def _parse_attention(f: Fields) -> str:
@@ -318,6 +344,17 @@ def split_layers(layers: int, pp: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(pp)]
 
 
+def check_split(split, layers: int, pp: int) -> list[int]:
+    """A plan's `layers: [n_0, ..., n_{pp-1}]`: pp positive integers summing to the model's layers
+    (InstanceError naming the field otherwise)."""
+    if (not isinstance(split, (list, tuple)) or len(split) != pp
+            or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in split)):
+        raise InstanceError(f"must be a list of pp = {pp} positive integers, got {split!r:.60}", "layers")
+    if sum(split) != layers:
+        raise InstanceError(f"must sum to the model's {layers} layers, got {sum(split)}", "layers")
+    return list(split)
+
+
 def _check_degree(value: Any, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise InstanceError(f"must be a positive integer, got {value!r}", name)
@@ -349,9 +386,10 @@ class _Timer:
 
 
 def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
-                   dp: int = 1, schemes=None) -> Workload:
+                   dp: int = 1, schemes=None, layers=None) -> Workload:
     """The workload of every pipeline stage for a TP x PP x DP layout of `llm` on `wafer`;
-    `schemes`: the tensor-parallel scheme of every stage (default Megatron)."""
+    `schemes`: the tensor-parallel scheme of every stage (default Megatron); `layers`: the layers
+    of every stage (default split_layers, as even as possible)."""
     tp, pp, dp = _check_degree(tp, "tp"), _check_degree(pp, "pp"), _check_degree(dp, "dp")
     if pp > llm.layers:
         raise InstanceError(f"must be <= the {llm.layers} layers of {llm.name}, got {pp}", "pp")
@@ -369,7 +407,8 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
               for moe in {llm.is_moe_layer(i) for i in range(llm.layers)} for sch in set(schemes)}
     stages = []
     first = 0
-    for index, n in enumerate(split_layers(llm.layers, pp)):
+    split = split_layers(llm.layers, pp) if layers is None else check_split(layers, llm.layers, pp)
+    for index, n in enumerate(split):
         counts: dict[bool, int] = {}
         for i in range(first, first + n):
             counts[llm.is_moe_layer(i)] = counts.get(llm.is_moe_layer(i), 0) + 1
@@ -381,6 +420,23 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
     return Workload(llm=llm, wafer=wafer, training=training, tp=tp, pp=pp, dp=dp, microbatches=m,
                     stages=tuple(stages), p2p_bytes=E * b * s * h,
                     model_flops_per_iteration=model_flops_per_iteration(llm, training), schemes=schemes)
+
+
+def stage_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int, dp: int, index: int,
+                   first_layer: int, n: int, scheme: str) -> StageWorkload:
+    """Stage `index` of a pp-stage pipeline holding layers first_layer .. first_layer + n - 1 alone
+    (what build_workload builds for it within any split); its in-flight count assumes m >= pp."""
+    timer = _Timer(wafer)
+    counts: dict[bool, int] = {}
+    for i in range(first_layer, first_layer + n):
+        counts[llm.is_moe_layer(i)] = counts.get(llm.is_moe_layer(i), 0) + 1
+    kinds = tuple((_layer_table(llm, training, tp, moe, scheme), c) for moe, c in sorted(counts.items()))
+    return _stage(llm, training, wafer, timer, tp, pp, dp, pp, index, first_layer, n, kinds, scheme)
+
+
+@lru_cache(maxsize=256)
+def _layer_table(llm, training, tp, moe, scheme):
+    return build_layer(llm, training, tp, moe, scheme)
 
 
 def _steps(table: LayerTable, order, timer: _Timer, backward: bool) -> tuple[Step, ...]:

@@ -21,7 +21,7 @@ from importlib.metadata import version
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, close, relative_gap
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
-from wafopt.problems.plan.layout_bound import (LayoutBound, certificate_data, layout_space, plan_bound,
+from wafopt.problems.plan.layout_bound import (LayoutBound, certificate_data, layout_choices, plan_bound,
                                                space_bounds, tighten, upgrade)
 
 DEFAULT_BUDGET_S = 60.0   # the planner's budget without --time-limit
@@ -36,7 +36,16 @@ SOLVED, OPTIMAL, NO_PLAN, PRUNED, INFEASIBLE, TIMED_OUT = (
 
 
 def _name(key) -> str:
-    return f"tp{key[0]} pp{key[1]} dp{key[2]}"
+    return f"tp{key[0]} pp{key[1]} dp{key[2]}" + (f" mb{key[3]}" if len(key) > 3 else "")
+
+
+def plan_key(scenario, plan: dict) -> tuple:
+    """The candidates-table key of a plan: (tp, pp, dp), and its micro-batch size where the
+    scenario allows several."""
+    key = (plan["tp"], plan["pp"], plan.get("dp", 1))
+    if len(scenario.training.micro_batches) > 1:
+        key += (plan.get("micro_batch", scenario.training.micro_batch),)
+    return key
 
 
 class Search:
@@ -91,12 +100,13 @@ class Search:
             status, note = self.status.get(b.key(), (INFEASIBLE, b.reason) if not b.feasible else (TIMED_OUT, ""))
             outcome = self.outcomes.get(b.key())
             rows.append({"layout": _name(b.key()), "tp": b.layout.tp, "pp": b.layout.pp, "dp": b.layout.dp,
+                         **({} if b.micro_batch is None else {"micro_batch": b.micro_batch}),
                          "bound": b.value, "bound_tier": b.tier + (" + LP" if b.refined else ""),
                          "objective": outcome.objective if outcome else None, "status": status, "note": note,
                          "seconds": round(outcome.seconds, 3) if outcome else None})
         order = {INFEASIBLE: 1}
         return sorted(rows, key=lambda r: (order.get(r["status"], 0), r["bound"] if r["bound"] is not None else 0.0,
-                                           r["tp"], r["pp"], r["dp"]))
+                                           r["tp"], r["pp"], r["dp"], r.get("micro_batch", 0)))
 
     def settle(self, key, outcome) -> None:
         if outcome is None:
@@ -146,7 +156,7 @@ def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True
     budget = options.search_seconds(DEFAULT_BUDGET_S)
     run = options.sub(budget)
     bounds = space_bounds(scenario, run.stopped)
-    complete = len(bounds) == len(layout_space(scenario))
+    complete = len(bounds) == len(layout_choices(scenario))
     search = Search(scenario, options, bounds)
     if options.warm_start:   # a given plan is the first incumbent (it prunes like any other)
         from wafopt.problems import evaluate
@@ -154,7 +164,7 @@ def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True
         ev = evaluate("plan", scenario, options.warm_start)
         if ev.feasible:
             ws = options.warm_start
-            search.offer(ws, ev.objective, (ws["tp"], ws["pp"], ws.get("dp", 1)), "warm start")
+            search.offer(ws, ev.objective, plan_key(scenario, ws), "warm start")
     tighten(scenario, bounds, run.stopped)   # full and LP bounds where the least bounds are
     search.update_bound()
     best = plan_bound(bounds)

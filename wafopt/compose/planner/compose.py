@@ -1,5 +1,8 @@
-"""One layout (tp, pp, dp) composed into full training plans by the kernels, in this order:
+"""One layout (tp, pp, dp, and micro-batch size) composed into full training plans by the kernels,
+in this order:
 
+0. the layer split: the contiguous split that makes the busiest stage's compute least (the bound's
+   DP over splits, embedding on the first stage and LM head on the last), the even split on ties;
 1. placements: serpentine over every aligned tile shape (WATOS Fig. 11a), every assignment of
    stages to tiles where there are few, and free contiguous rings from the tatp kernel where
    tiles do not fit (odd or large tp, faulty dies); rings are chained stage after stage, each ring
@@ -50,7 +53,7 @@ POOL_FACTORS = (1.0, 0.999, 0.99, 0.95)   # pooled capacity tried when chunk rou
 @dataclass
 class Outcome:
     """What composing one layout gave: its best plan (if any) and how it was found."""
-    layout: tuple[int, int, int]
+    layout: tuple   # (tp, pp, dp) and the micro-batch size where the scenario allows several
     objective: float | None = None
     plan: dict | None = None
     how: str = ""
@@ -66,9 +69,25 @@ def tp_schemes(par: Parallel) -> tuple[str, ...]:
     return tuple(SCHEMES) if par.tp > 1 else tuple(SCHEMES)[:1]
 
 
-def fixed_scenario(scenario: Scenario, par: Parallel) -> Scenario:
-    """The scenario with its layout fixed to `par` (what the kernels derive from)."""
-    return replace(scenario, parallel=par, fixed=Fixed(par.tp, par.pp, par.dp))
+def fixed_scenario(scenario: Scenario, par: Parallel, micro_batch: int | None = None, split=None) -> Scenario:
+    """The scenario with its layout fixed to `par` (what the kernels derive from), and with the
+    micro-batch size and layer split its plans use by default."""
+    fs = replace(scenario, parallel=par, fixed=Fixed(par.tp, par.pp, par.dp))
+    if micro_batch is None and split is None:
+        return fs
+    return fs.with_choice(micro_batch, split)
+
+
+def balanced_split(scenario: Scenario, par: Parallel, micro_batch: int | None = None) -> list[int] | None:
+    """The contiguous split whose busiest stage computes least (None: the even split is that one,
+    or the layout has no feasible split)."""
+    from wafopt.problems.plan.layout_bound import layout_data
+    from wafopt.workload.model import split_layers
+
+    d = layout_data(scenario, par, micro_batch)
+    if isinstance(d, str) or not d.balanced or d.balanced == split_layers(scenario.llm.layers, par.pp):
+        return None
+    return d.balanced
 
 
 def _as_lists(pipelines) -> list:
@@ -307,13 +326,23 @@ def baselines(fs: Scenario, options: SolveOptions) -> list[tuple[str, dict]]:
     return out
 
 
-def compose_layout(scenario: Scenario, par: Parallel, options: SolveOptions) -> Outcome:
-    """The best plan the kernels compose for layout `par` (see the module docstring)."""
+def compose_layout(scenario: Scenario, par: Parallel, options: SolveOptions, micro_batch: int | None = None
+                   ) -> Outcome:
+    """The best plan the kernels compose for layout `par` and, where the scenario allows several,
+    micro-batch size `micro_batch` (see the module docstring)."""
     started = time.monotonic()
-    fs = fixed_scenario(scenario, par)
-    out = Outcome((par.tp, par.pp, par.dp))
+    split = balanced_split(scenario, par, micro_batch)
+    fs = fixed_scenario(scenario, par, micro_batch, split)
+    out = Outcome((par.tp, par.pp, par.dp) + (() if micro_batch is None else (micro_batch,)))
+    extra = {}   # what the plans of fs leave to fs and the scenario's plans must say
+    if micro_batch is not None:
+        extra["micro_batch"] = micro_batch
+    if split is not None:
+        extra["layers"] = list(split)
+        out.notes.append(f"layers {'/'.join(map(str, split))}")
 
     def consider(plan: dict, how: str, objective: float | None = None) -> None:
+        plan = dict(extra, **plan)   # a plan's own `layers` (the even-split baselines) stays
         if objective is None:
             ev = evaluate("plan", fs, plan)
             out.evaluated += 1
@@ -329,9 +358,16 @@ def compose_layout(scenario: Scenario, par: Parallel, options: SolveOptions) -> 
     schemes = tp_schemes(par)
 
     def seed_with_baselines() -> None:
-        for label, plan in baselines(fs, options):
-            for scheme in schemes:   # the baselines' plans under either tensor-parallel scheme
-                consider(dict(plan, tp_scheme=scheme), f"{label} ({scheme})")
+        runs = [(fs, {})]
+        if split is not None:   # also on the even split, as the baselines run on the scenario itself
+            from wafopt.workload.model import split_layers
+
+            runs.append((fixed_scenario(scenario, par, micro_batch),
+                         {"layers": split_layers(scenario.llm.layers, par.pp)}))
+        for base, fields in runs:
+            for label, plan in baselines(base, options):
+                for scheme in schemes:   # the baselines' plans under either tensor-parallel scheme
+                    consider(dict(plan, tp_scheme=scheme, **fields), f"{label} ({scheme})")
 
     if scenario.parallel is not None:   # the scenario's own layout: never worse than its baselines
         seed_with_baselines()

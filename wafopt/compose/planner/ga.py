@@ -7,8 +7,10 @@ Operators (each child is repaired into a feasible plan, or dropped in favour of 
 - Op2 R crossover: a stage takes the other parent's recomputation beyond a chosen operator unit;
 - Op3 placement variation: swap the die groups of two stages;
 - Op4 A variation: move part of a Sender's offload to its lowest-cost Helper with spare DRAM;
-- Op5 A crossover: two Senders exchange their Helpers.
-Repair: after Op1-Op3 the offloads are re-derived (Sender/Helper split and the Mem_pair
+- Op5 A crossover: two Senders exchange their Helpers;
+- Op6 layer move (WATOS's Op2): one layer moves from a stage to a neighbouring stage (the split
+  stays contiguous; recompute rows are clamped to the new layer counts).
+Repair: after Op1-Op3 and Op6 the offloads are re-derived (Sender/Helper split and the Mem_pair
 transportation optimum); a plan that still does not fit is replaced by its parent.
 Survival keeps the omega share of elites and fills the rest by binary tournament (WATOS omega).
 Fitness is the shared evaluator's iteration time. Seeded through pymoo's random_state; the run
@@ -46,9 +48,11 @@ class Plans:
         self.cache: dict[str, float] = {}
 
     def fs(self, plan: dict):
-        key = (plan["tp"], plan["pp"], plan["dp"])
+        """The plan's layout, micro-batch size and layer split as the kernels' scenario."""
+        layers = tuple(plan["layers"]) if plan.get("layers") else None
+        key = (plan["tp"], plan["pp"], plan["dp"], plan.get("micro_batch"), layers)
         if key not in self.fixed:
-            self.fixed[key] = self.fixed_scenario(self.scenario, Parallel(*key))
+            self.fixed[key] = self.fixed_scenario(self.scenario, Parallel(*key[:3]), key[3], layers)
         return self.fixed[key]
 
     def objective(self, plan: dict) -> float:
@@ -111,6 +115,22 @@ def op2_recompute_crossover(plans: Plans, a: dict, b: dict, rng) -> dict | None:
     i = int(rng.integers(a["pp"]))
     j = int(rng.integers(len(a["recompute"][i])))
     child["recompute"][i][j:] = [min(v, layers[i]) for v in b["recompute"][i][j:]]
+    return plans.reoffload(child)
+
+
+def op6_move_layer(plans: Plans, plan: dict, rng) -> dict | None:
+    p = plan["pp"]
+    if p < 2:
+        return None
+    layers = list(plan.get("layers") or [s.layers for s in plans.fs(plan).workload().stages])
+    i = int(rng.integers(p))
+    k = i + 1 if i == 0 or (i < p - 1 and rng.random() < 0.5) else i - 1
+    if layers[i] <= 1:
+        return None
+    layers[i] -= 1
+    layers[k] += 1
+    child = dict(copy.deepcopy(plan), layers=layers)
+    child["recompute"] = [[min(v, n) for v in row] for row, n in zip(child["recompute"], layers)]
     return plans.reoffload(child)
 
 
@@ -193,6 +213,8 @@ def improve(scenario, search, run, omega: float) -> dict:
     from pymoo.core.termination import Termination
     from pymoo.optimize import minimize
 
+    from wafopt.compose.planner import plan_key
+
     plans = Plans(scenario)
     seeds = sorted((o for o in search.outcomes.values() if o.plan is not None),
                    key=lambda o: (o.objective, o.layout))[:SEED_LAYOUTS]
@@ -202,7 +224,7 @@ def improve(scenario, search, run, omega: float) -> dict:
     if not seeds:
         return {}
     layouts = [plans.explicit(p) for p in seeds]
-    counts = {"op0": 0, "op1": 0, "op2": 0, "op3": 0, "op4": 0, "op5": 0, "repaired": 0, "dropped": 0}
+    counts = {"op0": 0, "op1": 0, "op2": 0, "op3": 0, "op4": 0, "op5": 0, "op6": 0, "repaired": 0, "dropped": 0}
 
     class WholePlans(Problem):
         def __init__(self):
@@ -238,7 +260,7 @@ def improve(scenario, search, run, omega: float) -> dict:
         def _do(self, problem, X, random_state=None, **kwargs):
             for k in range(len(X)):
                 parent = X[k, 0]
-                op = int(random_state.integers(6))
+                op = int(random_state.integers(7))
                 if run.stopped():
                     continue   # the parent stands in for its child
                 counts[f"op{op}"] += 1
@@ -252,9 +274,11 @@ def improve(scenario, search, run, omega: float) -> dict:
                     child = op3_placement(plans, parent, random_state)
                 elif op == 4:
                     child = op4_mem_pair(plans, parent, random_state)
-                else:
+                elif op == 5:
                     child = op5_mem_pair_crossover(plans, parent, random_state)
-                if child is not None and plans.objective(child) == INFEASIBLE and op >= 4:
+                else:
+                    child = op6_move_layer(plans, parent, random_state)
+                if child is not None and plans.objective(child) == INFEASIBLE and op in (4, 5):
                     child = plans.reoffload(child)
                     counts["repaired"] += 1
                 if child is None or plans.objective(child) == INFEASIBLE:
@@ -298,7 +322,7 @@ def improve(scenario, search, run, omega: float) -> dict:
             best = algorithm.opt[0]
             plan, value = best.X[0], float(best.F[0])
             before = search.objective
-            offered = value < INFEASIBLE and search.offer(plan, value, (plan["tp"], plan["pp"], plan["dp"]), "GA")
+            offered = value < INFEASIBLE and search.offer(plan, value, plan_key(scenario, plan), "GA")
             if offered and (before is None or not close(value, before)):
                 self.stall = 0   # a real improvement (float noise does not reset the stall count)
             else:

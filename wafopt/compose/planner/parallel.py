@@ -21,13 +21,13 @@ POLL_S = 0.1   # how often a waiting wave checks for Ctrl-C and the deadline
 GRACE_S = 1.0  # a task may overrun its own deadline by this much before it counts as timed out
 
 
-def compose_task(scenario, layout: tuple[int, int, int], seed: int, seconds: float):
-    """One layout composed in a worker (a fresh budget of `seconds`)."""
+def compose_task(scenario, layout: tuple, seed: int, seconds: float):
+    """One layout (tp, pp, dp[, micro-batch size]) composed in a worker (a fresh budget of `seconds`)."""
     from wafopt.compose.planner.compose import compose_layout
     from wafopt.problems.plan.instance import Parallel
 
     options = SolveOptions(time_limit=seconds, seed=seed, quiet=True).start()
-    return compose_layout(scenario, Parallel(*layout), options)
+    return compose_layout(scenario, Parallel(*layout[:3]), options, *layout[3:])
 
 
 def _ignore_sigint() -> None:
@@ -55,7 +55,7 @@ class Serial:
             if self.options.stopped():
                 out.append(None)
                 continue
-            out.append(compose_layout(scenario, Parallel(*layout), self.options.sub(seconds)))
+            out.append(compose_layout(scenario, Parallel(*layout[:3]), self.options.sub(seconds), *layout[3:]))
             done(k, out[-1])
         return out
 

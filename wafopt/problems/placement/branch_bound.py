@@ -14,6 +14,12 @@ A node fixes some stages to slots of one tile shape. Its bound is
 A complete assignment's bound is its full Eq. 2 objective. With integer weights, distances and
 Mem_pair volumes every objective is an integer and bounds are rounded up.
 
+Two weaker bounds spare most assignment problems: the row-minimum bound (each free stage at its
+cheapest slot), and before it a screen computed once for all children of a node: its rows are the
+parent's (GL over the parent's free stages and slots, the branch stage still free), which bound
+every child's rows from below, since C[i, branch] D(kid, k) + GL_child[i][k] is one way i at k can
+talk to the parent's free stages.
+
 Symmetry (orbital branching): the slot permutations g that preserve D (grid reflections and
 rotations that map usable slots onto usable slots; a faulty die breaks the ones that move it) and,
 with Mem_pairs, map routes onto routes (so every gamma is unchanged). At a node only those g that
@@ -25,8 +31,9 @@ branches on, followed by its children (the orbit representatives among its free 
 any other child is a leaf (pruned, open or complete), token `n`. Every assignment lies under
 exactly one leaf or one leaf's symmetric image, so min over the leaves of their bounds is a lower
 bound of every plan. The checker re-derives the symmetries from the instance, walks the tree and
-re-derives every leaf's bound (a leaf whose cheap row-minimum bound already clears the claimed
-value needs no assignment problem), and each listed frontier node's bound.
+re-derives every leaf's bound (a leaf whose screen or row-minimum bound already clears the claimed
+value needs no assignment problem), and checks that no listed frontier node's bound exceeds its
+re-derived one (a node may be listed with its row-minimum bound).
 """
 
 from __future__ import annotations
@@ -41,11 +48,11 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from wafopt.core.errors import CertificateError
-from wafopt.core.numeric import integral_bound, tolerance
+from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound, tolerance
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 
-FLOAT_MARGIN = 1e-9   # relative safety margin of float bounds (exact for integer data below 2^52)
+FLOAT_ERROR = 1e-9    # relative error of a float bound's sums (far below the rule's REL_TOL)
 MAX_TREE_TOKENS = 5_000_000   # a certificate's tree beyond this is refused (checking it would take hours)
 
 
@@ -86,7 +93,7 @@ class Space:
     def integral(self) -> bool:
         """Every full objective is an integer (integer weights, distances and Mem_pair volumes)."""
         values = np.concatenate([self.C.ravel(), self.D.ravel(), [v for _, _, v in self.inst.pairs]])
-        return bool(np.all(values == np.round(values)) and self.C.sum() * max(1.0, self.D.max()) < 2.0 ** 52)
+        return bool(np.all(values == np.round(values)) and self.C.sum() * max(1.0, self.D.max()) < MAX_EXACT)
 
     @cached_property
     def group(self) -> list[np.ndarray]:
@@ -94,8 +101,8 @@ class Space:
 
     def rounded(self, value: float) -> float:
         """A float bound made safe: rounded up when every objective is an integer (integer data below
-        2^52 is exact in floats), else less a relative margin for float error."""
-        return integral_bound(value) if self.integral else value - FLOAT_MARGIN * abs(value)
+        2^53 is exact in floats), else less a relative margin for float summation error."""
+        return integral_bound(value) if self.integral else value - FLOAT_ERROR * abs(value)
 
     def kids(self, stages: list[int], slots: list[int]) -> np.ndarray:
         """The free slots a branch at this node tries: one per orbit of the symmetries fixing every
@@ -139,23 +146,25 @@ class Space:
         return self._group == np.arange(self.m)[None, :]
 
     def children(self, stages: list[int], slots: list[int], branch: int, kids,
-                 cutoff: float = math.inf) -> tuple[np.ndarray, np.ndarray, list]:
+                 cutoff: float = math.inf, assign_below: float = math.inf) -> tuple[np.ndarray, np.ndarray, list]:
         """Bounds of the children of one node that fix stage `branch` to each slot of `kids`.
 
         Returns (bound, exact, completion): the child's bound (unrounded); whether it is the full
-        Gilmore-Lawler bound (False: only the row-minimum bound of the assignment problem, which
-        already reached `cutoff`); and for exact children the assignment problem's completion (a
-        feasible plan: slot of each stage) or None for the others.
+        Gilmore-Lawler bound (False: a weaker one, the screen or the assignment problem's row-minimum
+        bound, which already reached `cutoff` or `assign_below`); and for exact children the
+        assignment problem's completion (a feasible plan: slot of each stage) or None for the others.
         """
         bound, exact, completion = self.children_batch(
             np.asarray([stages], dtype=int).reshape(1, -1), np.asarray([slots], dtype=int).reshape(1, -1),
-            np.asarray([branch]), np.asarray([kids], dtype=int).reshape(1, -1), cutoff)
+            np.asarray([branch]), np.asarray([kids], dtype=int).reshape(1, -1), cutoff, assign_below)
         return bound[0], exact[0], completion[0]
 
     def children_batch(self, stages: np.ndarray, slots: np.ndarray, branch: np.ndarray, kids: np.ndarray,
-                       cutoff: float = math.inf) -> tuple[np.ndarray, np.ndarray, list]:
+                       cutoff: float = math.inf, assign_below: float = math.inf) -> tuple[np.ndarray, np.ndarray, list]:
         """`children` for B nodes with the same number of fixed stages and of kids at once:
-        stages, slots (B, d), branch (B,), kids (B, c); returns arrays (B, c) and B lists."""
+        stages, slots (B, d), branch (B,), kids (B, c); returns arrays (B, c) and B lists. An
+        assignment problem is solved only where the row-minimum bound is below both `cutoff` and
+        `assign_below` (-inf: none, every bound the screen or the row-minimum one)."""
         n, m, C, D = self.n, self.m, self.C, self.D
         B, d = stages.shape
         c = kids.shape[1]
@@ -168,84 +177,101 @@ class Space:
         is_fixed[np.arange(B), branch] = True
         rest = np.nonzero(~is_fixed)[1].reshape(B, n - d - 1)       # the children's free stages
         r = rest.shape[1]
-        # exact part: fixed pairs, the branch stage at its kid to the fixed stages, fixed conflicts
+        # exact part: fixed pairs, the branch stage at its kid to the fixed stages (conflicts below)
         fixed = (C[stages[:, :, None], stages[:, None, :]] * D[slots[:, :, None], slots[:, None, :]]).sum(axis=(1, 2)) / 2
         to_branch = np.einsum("bd,bdc->bc", C[branch[:, None], stages], D[slots[:, :, None], kids[:, None, :]])
-        bound = fixed[:, None] + to_branch + self._penalty(slot_of, branch, kids)
+        bound = fixed[:, None] + to_branch
         exact = np.ones((B, c), dtype=bool)
+        completion: list = [[None] * c for _ in range(B)]
         if r == 0:
+            bound += self._penalty(slot_of, branch, np.repeat(np.arange(B), c), kids.ravel()).reshape(B, c)
             complete = np.repeat(slot_of[:, None, :], c, axis=1)
             complete[np.arange(B)[:, None], np.arange(c)[None, :], branch[:, None]] = kids
             return bound, exact, [list(complete[b]) for b in range(B)]
-        # linear part: each free stage's fixed partners, the branch stage at the kid's slot included
+        # the screen (module doc), one per node
         linear = np.matmul(C[rest[:, :, None], stages[:, None, :]], D[slots[:, :, None], free[:, None, :]])
-        M = (linear[:, None, :, :] + C[rest, branch[:, None]][:, None, :, None]
-             * D[kids[:, :, None], free[:, None, :]][:, :, None, :])                # (B, c, r, mf)
-        kid_pos = (free[:, None, :] < kids[:, :, None]).sum(axis=2)                # (B, c)
-        if r > 1:
-            # GL: sorted flows to the other free stages (one set per node) against sorted distances
-            # to the other free slots less the kid's: the entry at the kid's rank is skipped, i.e.
-            # prefix sums of the products with the row as it is and shifted by one
-            Cr = C[rest[:, :, None], rest[:, None, :]]
-            Cr[:, np.arange(r), np.arange(r)] = -np.inf
-            flows = -np.sort(-Cr, axis=2)[:, :, :r - 1]                                   # (B, r, r-1)
-            Dk = D[free[:, :, None], free[:, None, :]]
-            Dk[:, np.arange(mf), np.arange(mf)] = np.inf
-            order = np.argsort(Dk, axis=2, kind="stable")
-            rank = np.empty_like(order)
-            np.put_along_axis(rank, order, np.broadcast_to(np.arange(mf), order.shape), axis=2)
-            near = np.take_along_axis(Dk, order[:, :, :r], axis=2)                      # (B, mf, r)
-            as_is = np.zeros((B, mf, r, r))          # [b, l, u, i]: sum_{t<u} flows[i, t] near[l, t]
-            shifted = np.zeros((B, mf, r, r))        # ... with near[l, t + 1]
-            np.cumsum(near[:, :, None, :r - 1] * flows[:, None, :, :], axis=3, out=as_is[:, :, 1:, :].swapaxes(2, 3))
-            np.cumsum(near[:, :, None, 1:] * flows[:, None, :, :], axis=3, out=shifted[:, :, 1:, :].swapaxes(2, 3))
-            cut = np.minimum(rank[rows[:, :, None], np.arange(mf)[None, None, :], kid_pos[:, :, None]], r - 1)
-            b3, l3 = np.arange(B)[:, None, None], np.arange(mf)[None, None, :]
-            gl = as_is[b3, l3, cut] + shifted[:, None, :, r - 1, :] - shifted[b3, l3, cut]  # (B, c, mf, r)
-            M += 0.5 * gl.transpose(0, 1, 3, 2)
-        position = np.arange(mf - 1)
-        cols = position + (position >= kid_pos[:, :, None])                              # (B, c, mf-1)
-        M = np.take_along_axis(M, cols[:, :, None, :], axis=3)                           # (B, c, r, mf-1)
-        cheap = bound + M.min(axis=3).sum(axis=2)
-        completion: list = [[None] * c for _ in range(B)]
-        for b, a in zip(*np.nonzero(cheap < cutoff)):
-            row, col = linear_sum_assignment(M[b, a])
-            bound[b, a] += M[b, a][row, col].sum()
-            full = slot_of[b].copy()
-            full[branch[b]] = kids[b, a]
-            full[rest[b][row]] = free[b][cols[b, a][col]]
-            completion[b][a] = full
-        cheap_only = cheap >= cutoff
-        bound[cheap_only], exact[cheap_only] = cheap[cheap_only], False
+        Dk = D[free[:, :, None], free[:, None, :]]
+        Dk[:, np.arange(mf), np.arange(mf)] = np.inf
+        near = np.sort(Dk, axis=2)[:, :, :r]                       # (B, mf, r): distances to the nearest others
+        Cr = C[rest[:, :, None], rest[:, None, :]]
+        Cr[:, np.arange(r), np.arange(r)] = -np.inf
+        to_branch_stage = C[rest, branch[:, None]]                                         # (B, r)
+        flows_parent = -np.sort(-np.concatenate([Cr, to_branch_stage[:, :, None]], axis=2), axis=2)[:, :, :r]
+        parent = linear + 0.5 * np.matmul(flows_parent, near.transpose(0, 2, 1))          # (B, r, mf)
+        screened = bound + parent.min(axis=2).sum(axis=1)[:, None]
+        sb, sa = np.nonzero(screened < cutoff)
+        penalty = self._penalty(slot_of, branch, sb, kids[sb, sa])
+        bound[sb, sa] += penalty
+        screened[sb, sa] += penalty
+        keep = screened[sb, sa] < cutoff
+        sb, sa = sb[keep], sa[keep]
+        if len(sb):
+            # the children's assignment problems: free stages `rest` onto the free slots, the kid's
+            # column barred (infinite)
+            kid = kids[sb, sa]
+            slots_free = free[sb]                                                          # (S, mf)
+            M = linear[sb] + to_branch_stage[sb][:, :, None] * D[kid[:, None], slots_free][:, None, :]   # (S, r, mf)
+            if r > 1:
+                # GL: sorted flows to the other free stages against sorted distances to the other
+                # free slots less the kid's (one entry of the kid's distance dropped from the nearest)
+                flows = -np.sort(-Cr, axis=2)[:, :, :r - 1]                                 # (B, r, r-1)
+                closer = (near[sb] < D[slots_free, kid[:, None]][:, :, None]).sum(axis=2)   # (S, mf)
+                step = np.arange(r - 1)
+                nearest = near[sb[:, None, None], np.arange(mf)[None, :, None], step + (step >= closer[:, :, None])]
+                M += 0.5 * np.matmul(flows[sb], nearest.transpose(0, 2, 1))
+            M[np.arange(len(sb)), :, (slots_free < kid[:, None]).sum(axis=1)] = np.inf
+            cheap = bound[sb, sa] + M.min(axis=2).sum(axis=1)
+            screened[sb, sa] = cheap
+            for s in np.flatnonzero(cheap < min(cutoff, assign_below)):
+                b, a = sb[s], sa[s]
+                row, col = linear_sum_assignment(M[s])
+                bound[b, a] += M[s][row, col].sum()
+                full = slot_of[b].copy()
+                full[branch[b]] = kids[b, a]
+                full[rest[b][row]] = slots_free[s][col]
+                completion[b][a] = full
+                screened[b, a] = -np.inf
+        cheap_only = screened > -np.inf
+        bound[cheap_only], exact[cheap_only] = screened[cheap_only], False
         return bound, exact, completion
 
-    def _penalty(self, slot_of: np.ndarray, branch: np.ndarray, kids: np.ndarray) -> np.ndarray:
-        """Routing-conflict penalty among the fixed stages of each child (slot_of: (B, n) the
-        parents' slots, -1 where free; child (b, a) adds branch[b] at kids[b, a]): a lower bound of
-        every completion's penalty, since the union of the flows' routes only grows. Routes are
-        the bit sets of Fitness (64 links a word)."""
-        B, c = kids.shape
+    def _penalty(self, slot_of: np.ndarray, branch: np.ndarray, node: np.ndarray, kid: np.ndarray) -> np.ndarray:
+        """Routing-conflict penalty among the fixed stages of children (slot_of: (B, n) the parents'
+        slots, -1 where free; child s adds branch[node[s]] at kid[s]): a lower bound of every
+        completion's penalty, since the union of the flows' routes only grows. Routes are the bit
+        sets of Fitness (64 links a word)."""
+        out = np.zeros(len(node))
         if not self.inst.pairs:
-            return np.zeros((B, c))
+            return out
+        # only children with both ends of some Mem_pair fixed can have a penalty
+        placed_s = (slot_of[node][:, self.pair_s] >= 0) | (self.pair_s[None, :] == branch[node][:, None])
+        placed_h = (slot_of[node][:, self.pair_h] >= 0) | (self.pair_h[None, :] == branch[node][:, None])
+        some = np.flatnonzero((placed_s & placed_h).any(axis=1))
+        if len(some):
+            out[some] = self._pair_penalty(slot_of, branch, node[some], kid[some])
+        return out
+
+    def _pair_penalty(self, slot_of: np.ndarray, branch: np.ndarray, node: np.ndarray, kid: np.ndarray) -> np.ndarray:
         routes, fi, fj = self.fit.route_bits, self.flow_i, self.flow_j                   # (m, m, W)
         si, sj = slot_of[:, fi], slot_of[:, fj]                                          # (B, F)
         none = np.zeros(routes.shape[2], dtype=routes.dtype)
         placed = ((si >= 0) & (sj >= 0))[:, :, None]
         union = np.bitwise_or.reduce(np.where(placed, routes[np.maximum(si, 0), np.maximum(sj, 0)], none), axis=1)
         # the flows between the branch stage and a fixed stage join the union in each child
-        other, outgoing = self._touching[0][branch], self._touching[1][branch]           # (B, T)
-        other_slot = np.where(other >= 0, slot_of[np.arange(B)[:, None], np.maximum(other, 0)], -1)
-        known = (other_slot >= 0)[:, None, :, None]
-        there = np.maximum(other_slot, 0)[:, None, :]
-        route = np.where(outgoing[:, None, :, None], routes[kids[:, :, None], there], routes[there, kids[:, :, None]])
-        union = union[:, None, :] | np.bitwise_or.reduce(np.where(known, route, none), axis=2)   # (B, c, W)
-        is_branch_s = self.pair_s[None, :] == branch[:, None]                             # (B, P)
+        branch, slot_of = branch[node], slot_of[node]
+        other, outgoing = self._touching[0][branch], self._touching[1][branch]           # (S, T)
+        other_slot = np.where(other >= 0, np.take_along_axis(slot_of, np.maximum(other, 0), axis=1), -1)
+        known = (other_slot >= 0)[:, :, None]
+        there = np.maximum(other_slot, 0)
+        route = np.where(outgoing[:, :, None], routes[kid[:, None], there], routes[there, kid[:, None]])
+        union = union[node] | np.bitwise_or.reduce(np.where(known, route, none), axis=1)  # (S, W)
+        is_branch_s = self.pair_s[None, :] == branch[:, None]                             # (S, P)
         is_branch_h = self.pair_h[None, :] == branch[:, None]
-        s_slot = np.where(is_branch_s[:, None, :], kids[:, :, None], slot_of[:, self.pair_s][:, None, :])
-        h_slot = np.where(is_branch_h[:, None, :], kids[:, :, None], slot_of[:, self.pair_h][:, None, :])
+        s_slot = np.where(is_branch_s, kid[:, None], slot_of[:, self.pair_s])
+        h_slot = np.where(is_branch_h, kid[:, None], slot_of[:, self.pair_h])
         both = (s_slot >= 0) & (h_slot >= 0)
         s_slot, h_slot = np.maximum(s_slot, 0), np.maximum(h_slot, 0)
-        gamma = np.bitwise_count(routes[s_slot, h_slot] & union[:, :, None, :]).sum(axis=3)   # (B, c, P)
+        gamma = np.bitwise_count(routes[s_slot, h_slot] & union[:, None, :]).sum(axis=2)     # (S, P)
         return ((self.D[s_slot, h_slot] * gamma * both) @ self.pair_v).astype(float)
 
 
@@ -381,7 +407,7 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
         for k, node in enumerate(entry.get("frontier") or []):
             stages, slots, value = _frontier_node(node, space, f"tiles.{name}.frontier[{k}]")
             derived = node_bound(space, stages, slots)
-            if abs(derived - value) > tolerance(derived, value) + FLOAT_MARGIN * abs(derived):
+            if not at_most(value, derived):       # a node may be listed with a weaker bound than GL
                 raise CertificateError(f"bnb-frontier tiles.{name}.frontier[{k}] bound {value} re-derives "
                                        f"as {derived}")
         values.append(space.rounded(least))

@@ -5,9 +5,11 @@ compute-floor: the evaluator's objective (docs/evaluator.md) is the longest path
 1F1B task graph (wafopt.workload.schedule.one_f_one_b_finish) plus each stage's DP all-reduce and
 optimizer step; a forward task lasts at least its compute, a backward task at least its compute
 (recomputation, communication and exposed offloading are never negative), sends take no less
-than nothing, and the longest path grows with every duration. So the longest path of the compute
-times (the cheaper tensor-parallel scheme per stage) plus the optimizer step bounds every plan of
-the layout. Re-derived from the scenario alone; the certificate has no data.
+than nothing, and the longest path grows with every duration. A plan may choose its layer split
+and, where the scenario allows several, its micro-batch size, so the floor is the least over
+them of the schedule bound of the layout bound (wafopt.problems.plan.layout_bound, its quick tier
+and its Lagrangian without memory, mu = 0, at the split that makes it least). Re-derived from the
+scenario alone; the certificate has no data.
 """
 
 from __future__ import annotations
@@ -15,23 +17,27 @@ from __future__ import annotations
 from wafopt.core.errors import CertificateError, InstanceError
 from wafopt.core.result import CERTIFICATE, Bound
 from wafopt.problems.certificates import dispatch
-from wafopt.workload.operators import SCHEMES
-from wafopt.workload.schedule import one_f_one_b_finish
 
 
 def compute_floor_value(scenario) -> float | None:
-    if scenario.parallel is None or scenario.parallel.dies > len(scenario.mesh().healthy_dies):
+    from wafopt.problems.plan.layout_bound import cheap_weights, lagrangian, layout_data, quick_bound
+
+    par = scenario.parallel
+    if par is None or par.dies > len(scenario.mesh().healthy_dies):
         return None
-    try:   # every stage may use either tensor-parallel scheme: the cheaper one bounds it
-        works = [scenario.workload(None, scheme) for scheme in SCHEMES]
-    except InstanceError:   # the layout cannot be modelled: no plan is feasible
-        return None
-    stages = range(scenario.parallel.pp)
-    forward = [min(w.stages[i].fwd_s for w in works) for i in stages]
-    backward = [min(w.stages[i].bwd_s for w in works) for i in stages]
-    free = [0.0] * len(forward)
-    ends = one_f_one_b_finish(forward, backward, free, free, works[0].microbatches)
-    return max(e + min(w.stages[i].optimizer_s for w in works) for i, e in zip(stages, ends))
+    sizes = scenario.training.micro_batches
+    least = None
+    for size in sizes:
+        size = None if len(sizes) == 1 else size
+        try:
+            d = layout_data(scenario, par, size)
+        except InstanceError:   # the layout cannot be modelled: no plan is feasible
+            continue
+        if isinstance(d, str):
+            continue
+        value = max([quick_bound(scenario, par, size).value] + [lagrangian(d, w, 0.0) for w in cheap_weights(d)])
+        least = value if least is None else min(least, value)
+    return least
 
 
 def compute_floor(scenario) -> Bound | None:

@@ -2,7 +2,8 @@
 
 Plan: {tp, pp, dp, tile: [h, w], pipelines: [[[die] * tp] * pp] * dp, recompute: [[x_ij] or
 "full"], offload: [{sender, helper, bytes}], tp_scheme: megatron | tatp | [per stage],
-routes: [{src, dst, path}]}. The objective is the longest path of the plan's 1F1B task graph
+routes: [{src, dst, path}], layers: [n_0, ..., n_{pp-1}] (default as even as possible),
+micro_batch: one of the scenario's sizes (default its only one)}. The objective is the longest path of the plan's 1F1B task graph
 (wafopt.problems.plan.tasks) with per-operator compute and link-contention communication.
 Formulas: docs/evaluator.md.
 """
@@ -46,8 +47,20 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
     if par.dies > len(mesh.healthy_dies):
         return Prepared(layout, None, None, {}, [f"tp*pp*dp = {par.dies} exceeds the {len(mesh.healthy_dies)} "
                                                  "healthy dies"])
+    choice: list[str] = []   # the plan's micro-batch size and layer split
+    allowed = scenario.training.micro_batches
+    if layout.micro_batch is not None and layout.micro_batch not in allowed:
+        choice.append(f"micro_batch {layout.micro_batch} is not one of the scenario's sizes "
+                      f"{', '.join(map(str, allowed))}")
+    elif layout.micro_batch is None and len(allowed) > 1:
+        choice.append(f"the plan must give micro_batch: the scenario allows {', '.join(map(str, allowed))}")
+    if layout.layers is not None and sum(layout.layers) != scenario.llm.layers:
+        choice.append(f"layers {list(layout.layers)} sum to {sum(layout.layers)}, the model has "
+                      f"{scenario.llm.layers}")
+    if choice:
+        return Prepared(layout, None, None, {}, violations + choice)
     try:
-        work = scenario.workload(par, layout.schemes)
+        work = scenario.workload(par, layout.schemes, layout.layers, layout.micro_batch)
     except InstanceError as exc:
         return Prepared(layout, None, None, {}, [f"layout cannot be modelled: {exc}"])
     stages = work.stages
@@ -180,7 +193,8 @@ def evaluate(scenario: Scenario, plan: dict) -> Evaluation:
     throughput = work.model_flops_per_iteration / iteration
     busiest = max(net.loads.items(), key=lambda kv: (kv[1], kv[0]), default=None)
     details = {
-        "iteration_time_s": iteration, "microbatches": m, "dp_allreduce_s": max(dp_s),
+        "iteration_time_s": iteration, "microbatches": m, "micro_batch": work.training.micro_batch,
+        "layers": [s.layers for s in stages], "dp_allreduce_s": max(dp_s),
         "optimizer_s": max(s.optimizer_s for s in stages), "optimizer_exposed_s": optimizer_exposed,
         "tp_scheme": list(layout.schemes),
         "stages": stage_rows,

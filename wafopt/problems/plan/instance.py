@@ -4,7 +4,7 @@
 problem: plan
 wafer: watos-config3            # preset name, {preset: NAME, <overrides>}, or all fields inline
 model: gpt3-175b                # preset name or mapping
-training: {seq: 2048, micro_batch: 1, global_batch: 64}
+training: {seq: 2048, micro_batch: 1, global_batch: 64}   # micro_batch: [1, 2, 4] lets plans choose
 parallel: {tp: 8, pp: 7, dp: 1} # optional: tp and pp given fix the layout (dp default 1);
                                 # absent or partial ({tp: 8}, {dp: 2}) the planner searches the rest
 ```
@@ -12,7 +12,7 @@ parallel: {tp: 8, pp: 7, dp: 1} # optional: tp and pp given fix the layout (dp d
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
 from wafopt.core.errors import InstanceError
@@ -61,26 +61,55 @@ class Scenario:
     training: object   # wafopt.workload.model.Training
     parallel: Parallel | None   # the fixed layout, or None when the planner searches it
     fixed: Fixed = Fixed()      # what `parallel:` fixes (all of tp, pp, dp when `parallel` is set)
+    split: tuple[int, ...] | None = None   # layers per stage of plans without `layers` (None: even)
 
     def mesh(self):
         return self.wafer.mesh()
 
-    def workload(self, parallel: Parallel | None = None, schemes: tuple[str, ...] | None = None):
-        """The cost model of a layout; `schemes`: tensor-parallel scheme per stage (default Megatron)."""
+    def workload(self, parallel: Parallel | None = None, schemes: tuple[str, ...] | None = None,
+                 layers=None, micro_batch: int | None = None):
+        """The cost model of a layout; `schemes`: tensor-parallel scheme per stage (default Megatron);
+        `layers`: layers per stage (default the scenario's split, else even); `micro_batch`: the size
+        (default the scenario's)."""
         parallel = parallel or self.parallel
         if parallel is None:
             raise InstanceError("this needs a parallel layout: add parallel: {tp, pp, dp}", "parallel")
         from wafopt.workload.model import stage_schemes
 
-        return _workload(self, parallel, stage_schemes(schemes, parallel.pp))
+        split = tuple(layers) if layers is not None else self.split
+        if split is not None and len(split) != parallel.pp:
+            split = None if layers is None else split   # the scenario's split is for its own pp
+        return _workload(self, parallel, stage_schemes(schemes, parallel.pp), split,
+                         micro_batch or self.training.micro_batch)
+
+    def with_choice(self, micro_batch: int | None = None, split=None) -> "Scenario":
+        """The scenario whose plans use this micro-batch size and layer split by default (what the
+        kernels derive from when the planner has chosen them)."""
+        training = self.training
+        if micro_batch is not None:
+            training = replace(training, micro_batch=micro_batch, micro_batches=(micro_batch,))
+        return replace(self, training=training, split=None if split is None else tuple(split))
+
+    def plan_fields(self) -> dict:
+        """What a plan must say beyond its layout to use this scenario's defaults: `micro_batch`
+        where the scenario allows several sizes (the least), `layers` where it has a split."""
+        out = {}
+        if len(self.training.micro_batches) > 1:
+            out["micro_batch"] = self.training.micro_batch
+        if self.split is not None:
+            out["layers"] = list(self.split)
+        return out
 
 
-@lru_cache(maxsize=64)
-def _workload(scenario: Scenario, parallel: Parallel, schemes: tuple[str, ...] | None = None):
+@lru_cache(maxsize=128)   # layouts x schemes x splits x micro-batch sizes a search revisits
+def _workload(scenario: Scenario, parallel: Parallel, schemes: tuple[str, ...] | None, split, micro_batch: int):
     from wafopt.workload.model import build_workload
 
-    return build_workload(scenario.llm, scenario.training, scenario.wafer, parallel.tp, parallel.pp,
-                          parallel.dp, schemes)
+    training = scenario.training
+    if micro_batch != training.micro_batch:
+        training = replace(training, micro_batch=micro_batch)
+    return build_workload(scenario.llm, training, scenario.wafer, parallel.tp, parallel.pp,
+                          parallel.dp, schemes, None if split is None else list(split))
 
 
 def parse_parallel(f: Fields) -> tuple[Parallel | None, Fixed]:

@@ -69,7 +69,8 @@ def serpentine_plans(scenario: Scenario):
         pipelines = place_serpentine(mesh, par, h, w)
         yield (h, w), None if pipelines is None else {
             "tp": par.tp, "pp": par.pp, "dp": par.dp, "tile": [h, w],
-            "pipelines": [[[list(d) for d in stage] for stage in pipe] for pipe in pipelines]}
+            "pipelines": [[[list(d) for d in stage] for stage in pipe] for pipe in pipelines],
+            **scenario.plan_fields()}
 
 
 def default_placement(scenario: Scenario) -> dict:

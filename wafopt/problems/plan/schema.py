@@ -33,6 +33,7 @@ class Document(schema.Document):
     model: schema.Name | dict[str, Any] = Field(
         description="an LLM preset name, {preset: NAME, <overrides>}, or every field inline: layers, hidden, "
                     "heads, kv_heads, ffn_hidden, vocab, mlp, experts, top_k, moe_every, ...")
-    training: dict[str, Any] = Field(description="seq, micro_batch, global_batch and the optional training "
-                                                 "settings of the cost model")
+    training: dict[str, Any] = Field(description="seq, micro_batch (a size, or the list of sizes a plan may "
+                                                 "choose from, at most 16), global_batch and the optional "
+                                                 "training settings of the cost model")
     parallel: ParallelSpec | None = None

@@ -53,6 +53,8 @@ class PlanLayout:
     offload: tuple            # (sender, helper, bytes)
     schemes: tuple[str, ...]  # tensor-parallel scheme per stage
     routes: dict              # (src, dst) -> path of dies
+    layers: tuple | None = None       # the plan's `layers` per stage (None: the scenario's split)
+    micro_batch: int | None = None    # the plan's `micro_batch` (None: the scenario's)
 
 
 def read_plan(plan: dict) -> PlanLayout:
@@ -96,7 +98,14 @@ def read_plan(plan: dict) -> PlanLayout:
             raise PlanError(f"routes[{k}] must be {{src, dst, path: [[r, c], ...]}}")
         src, dst = _die(item["src"], f"routes[{k}].src"), _die(item["dst"], f"routes[{k}].dst")
         routes[(src, dst)] = tuple(_die(d, f"routes[{k}].path") for d in item["path"])
-    return PlanLayout(par, tuple(dies), plan.get("recompute"), tuple(offload), schemes, routes)
+    layers = plan.get("layers")
+    if layers is not None:
+        if (not isinstance(layers, list) or len(layers) != par.pp
+                or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in layers)):
+            raise PlanError(f"layers must be a list of pp = {par.pp} positive integers, got {layers!r:.60}")
+        layers = tuple(layers)
+    micro_batch = None if plan.get("micro_batch") is None else _int(plan, "micro_batch")
+    return PlanLayout(par, tuple(dies), plan.get("recompute"), tuple(offload), schemes, routes, layers, micro_batch)
 
 
 def check_routes(mesh: Mesh, routes: dict) -> list[str]:
