@@ -424,6 +424,22 @@ def test_cli_plans_a_scenario_without_parallel_and_prints_the_candidates(tmp_pat
     stats = json.loads(out.read_text())["stats"]
     assert stats["convergence"] and stats["candidates"]
     assert main(["solve", str(instance_file), "--workers", "0", "--quiet", "--out", str(out)]) == 2
+    for share in ("1.5", "nan", "-0.1"):
+        assert main(["solve", str(instance_file), "--elite-share", share, "--quiet", "--out", str(out)]) == 2
+
+
+def test_the_elite_share_is_a_knob_and_every_share_keeps_the_planners_guarantees():
+    from wafopt.compose.runner import run
+
+    loaded = tiny(tp=2, pp=4)
+    results = {}
+    for share in (0.0, 0.5, 1.0):
+        options = SolveOptions(quiet=True, seed=3, elite_share=share)
+        result = run(loaded, "plan", options)
+        assert result.objective is not None and at_most(result.bound, result.objective)
+        results[share] = result.objective
+    megatron = wafopt.solve(loaded, "megatron").objective
+    assert all(megatron is None or at_most(v, megatron) for v in results.values())
 
 
 def test_planner_is_never_worse_than_megatron_or_gcmr_on_a_fixed_layout():

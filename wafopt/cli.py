@@ -126,6 +126,8 @@ class Solve(Command):
                        help="plan: compose layouts on N local processes (default: the number of cores)")
         p.add_argument("--scheduler", metavar="ADDRESS", help="plan: compose layouts on this Dask cluster")
         p.add_argument("--plot", metavar="PNG", help="plan: draw the convergence of plan and bound")
+        p.add_argument("--elite-share", type=float, default=0.5, metavar="OMEGA",
+                       help="plan: the share of each GA generation kept as elites (WATOS omega, 0 to 1; default 0.5)")
         p.add_argument("--warm-start", metavar="SOLUTION", help="start exact methods from this plan")
         p.add_argument("--out", metavar="FILE|DIR", help="a file, or a directory to write into "
                        "(default: solutions/<instance-stem>.<method>.json; a better solution there is kept)")
@@ -148,6 +150,9 @@ class Solve(Command):
             raise InstanceError(f"must be a positive number of processes, got {args.workers}", "--workers")
         options.workers = args.workers or os.cpu_count() or 1
         options.scheduler = args.scheduler
+        if not 0 <= args.elite_share <= 1:   # also refuses nan
+            raise InstanceError(f"must lie in [0, 1], got {args.elite_share}", "--elite-share")
+        options.elite_share = args.elite_share
         if args.warm_start:
             start = read_solution(args.warm_start)
             if start.problem != loaded.problem:

@@ -111,6 +111,7 @@ class SolveOptions:
     workers: int = 1                  # local processes a method may spread independent work over
     scheduler: str | None = None      # address of an existing Dask cluster to use instead
     solver: str = "highs"             # MILP solver of the pyomo models (any name pyomo's SolverFactory knows)
+    elite_share: float = 0.5          # plan: the share of elites each GA generation keeps (WATOS omega)
     export: Any = None                # wafopt.solvers.backends.ModelExport: write each model, do not solve
     budget_: Budget | None = field(default=None, repr=False)
     _last_log: float = 0.0

@@ -28,7 +28,6 @@ DEFAULT_BUDGET_S = 60.0   # the planner's budget without --time-limit
 LAYOUT_S = 30.0           # at most this per layout composition
 WAVE = 4                  # layouts composed between two incumbent updates (fixed: same result for any workers)
 GA_SHARE = 0.25           # of the budget, kept for the global improvement phase
-OMEGA = 0.5               # WATOS omega: the share of elites in each GA generation
 KIND = "planner-layouts"
 
 SOLVED, OPTIMAL, NO_PLAN, PRUNED, INFEASIBLE, TIMED_OUT = (
@@ -193,7 +192,7 @@ def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True
     search.update_bound()
     ga_stats = {}
     if improve_globally and search.plan is not None and not run.stopped():
-        ga_stats = improve(scenario, search, run, OMEGA)
+        ga_stats = improve(scenario, search, run, options.elite_share)
     search.record()
     certificate = search.certificate() if complete else None
     if search.plan is None:
