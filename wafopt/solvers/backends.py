@@ -220,6 +220,10 @@ def _in_child_process(model, options: SolveOptions, solve) -> Outcome:
         return Outcome("unknown", None, False, highs_version(),
                        f"HiGHS stopped by force: no answer within {STOP_GRACE_S:g} s of {why}")
     kind, outcome, values = answer
+    if kind == "error" and options.stopped():
+        # the deadline's Stopped can surface wrapped by a library (pyomo's output capture turns
+        # it into a RuntimeError): at the limit that is a stop, not a failure
+        return Outcome("unknown", None, False, highs_version(), f"HiGHS stopped at the limit ({outcome[:80]})")
     if kind == "error":
         raise RuntimeError(f"HiGHS failed: {outcome}")
     for var, value in zip(variables, values or ()):
