@@ -8,15 +8,20 @@ from wafopt.solvers.backends import solve_cpsat, solve_pyomo
 from wafopt.core.budget import SolveOptions
 
 
-def test_highs_and_cpsat_in_one_process():
-    import highspy  # noqa: F401  (imported after ortools on purpose)
-
-    # min 3x + 2y, x + y >= 2.5, x binary, y integer in [0, 5]: optimum x=0, y=3 -> 6
+def _tiny_model():
+    """min 3x + 2y, x + y >= 2.5, x binary, y integer in [0, 5]: optimum x=0, y=3 -> 6"""
     m = pyo.ConcreteModel()
     m.x = pyo.Var(domain=pyo.Binary)
     m.y = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, 5))
     m.cover = pyo.Constraint(expr=m.x + m.y >= 2.5)
     m.cost = pyo.Objective(expr=3 * m.x + 2 * m.y)
+    return m
+
+
+def test_highs_and_cpsat_in_one_process():
+    import highspy  # noqa: F401  (imported after ortools on purpose)
+
+    m = _tiny_model()   # optimum x=0, y=3 -> 6
     out = solve_pyomo(m, SolveOptions(quiet=True))
     assert out.status == "optimal" and abs(out.bound - 6) < 1e-9
     assert round(pyo.value(m.y)) == 3 and round(pyo.value(m.x)) == 0
@@ -61,15 +66,6 @@ def test_time_limited_highs_never_claims_more_than_it_proved():
 
 
 # --- --solver: the solver asked for is the one used and reported ---------------------------------------
-
-def _tiny_model():
-    m = pyo.ConcreteModel()
-    m.x = pyo.Var(domain=pyo.Binary)
-    m.y = pyo.Var(domain=pyo.NonNegativeIntegers, bounds=(0, 5))
-    m.cover = pyo.Constraint(expr=m.x + m.y >= 2.5)
-    m.cost = pyo.Objective(expr=3 * m.x + 2 * m.y)
-    return m
-
 
 def test_absent_solver_is_a_clear_input_error():
     from wafopt.core.errors import InstanceError

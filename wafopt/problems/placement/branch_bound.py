@@ -48,7 +48,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from wafopt.core.errors import CertificateError
-from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound, tolerance
+from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 
