@@ -44,6 +44,7 @@ class Fitness:
         exact32 = integers and float(self.edge_w.sum()) * max(1.0, float(self.D.max())) < 2.0 ** 24
         dtype = np.float32 if exact32 else np.float64
         self._table, self._weights = self.D.astype(dtype).ravel(), self.edge_w.astype(dtype)
+        self._index = np.int32 if self.m * self.m < 2 ** 31 else np.int64
         # swap deltas: C padded to m x m (a free slot holds a stage without flows); int64 when every
         # sum stays below 2^62 (exact, no noise), else float64
         whole = bool(np.all(self.C == np.round(self.C))) and integers
@@ -82,8 +83,12 @@ class Fitness:
         P = np.asarray(P)
         out = np.empty(len(P))
         for start in range(0, len(P), CHUNK):
-            rows = P[start:start + CHUNK]
-            out[start:start + CHUNK] = self._table[rows[:, self.edge_i] * self.m + rows[:, self.edge_j]] @ self._weights
+            # stages as rows (n x chunk, int32): gathering whole rows per edge is a memcpy, about
+            # twice as fast as gathering single entries of P's columns
+            slots = np.ascontiguousarray(P[start:start + CHUNK, :self.n].T, dtype=self._index)
+            flat = np.take(slots * self._index(self.m), self.edge_i, axis=0)      # (edges x chunk)
+            flat += np.take(slots, self.edge_j, axis=0)
+            out[start:start + CHUNK] = self._weights @ np.take(self._table, flat)
         return out
 
     def penalty(self, P: np.ndarray) -> np.ndarray:
