@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import integral_bound, tolerance
+from wafopt.core.registry import PYOMO_HIGHS, loads
 from wafopt.core.result import MethodResult
 from wafopt.problems.mem_pair.certificate import transport_lp
 from wafopt.problems.mem_pair.instance import MemPairInstance
@@ -107,6 +108,7 @@ def solve_milp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
                        lambda model: plan_of(inst, decode_milp(model)[0]))
 
 
+@loads(*PYOMO_HIGHS)
 def solve_lp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
     """Transportation LP without K: integral vertices (totally unimodular), so optimal without K;
     with K its value is a lower bound and its plan counts only if it happens to respect K."""

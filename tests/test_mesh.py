@@ -1,9 +1,10 @@
 """Mesh distances, XY routes and link loads on small meshes, checked by hand."""
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from wafopt.core.errors import InstanceError
-from wafopt.hardware.mesh import Mesh
+from wafopt.hardware.mesh import UNREACHABLE, Mesh
 
 
 def test_manhattan_without_faults():
@@ -28,6 +29,31 @@ def test_faulty_link_forces_detour():
     m = Mesh.build(2, 2, faulty_links=[[[0, 0], [0, 1]]])
     assert m.distance((0, 0), (0, 1)) == 3
     assert m.xy_route((0, 0), (0, 1)) == [(0, 0), (1, 0), (1, 1), (0, 1)]
+
+
+@st.composite
+def faulty_meshes(draw):
+    rows, cols = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    dies = [(r, c) for r in range(rows) for c in range(cols)]
+    links = [((r, c), (r, c + 1)) for r, c in dies if c + 1 < cols] + \
+            [((r, c), (r + 1, c)) for r, c in dies if r + 1 < rows]
+    faulty_dies = draw(st.lists(st.sampled_from(dies), max_size=len(dies) // 3, unique=True))
+    faulty_links = draw(st.lists(st.sampled_from(links), max_size=len(links) // 3, unique=True)) if links else []
+    return Mesh.build(rows, cols, faulty_dies=faulty_dies, faulty_links=faulty_links)
+
+
+@given(faulty_meshes())
+@settings(max_examples=200, deadline=None)
+def test_distance_matrix_equals_breadth_first_search_from_each_die(mesh):
+    # the vectorized all-pairs search against a plain queue BFS, faults and disconnected parts included
+    for a in mesh.healthy_dies:
+        reached = mesh._bfs(a)
+        for r in range(mesh.rows):
+            for c in range(mesh.cols):
+                expected = reached.get((r, c), UNREACHABLE)
+                assert mesh.distance_matrix[mesh.index(a), mesh.index((r, c))] == expected
+    for d in mesh.faulty_dies:
+        assert (mesh.distance_matrix[mesh.index(d)] == UNREACHABLE).all()
 
 
 def test_xy_route_goes_along_the_row_first():

@@ -1,6 +1,9 @@
 """The runner: honest statuses and nothing lost on Ctrl-C."""
 
+import sys
+
 from wafopt.compose import runner
+from wafopt.core.registry import loads
 from wafopt.problems import load
 from wafopt.core.result import MethodResult
 from wafopt.core.budget import SolveOptions
@@ -46,3 +49,24 @@ def test_rejected_plan_is_unknown(monkeypatch, at_root):
                         lambda loaded, method: lambda inst, opt: MethodResult({"allocations": []}, "optimal", 0.0))
     sol = runner.run(loaded, "milp", SolveOptions(quiet=True))
     assert sol.status == "unknown" and sol.objective is None and "rejected" in sol.message
+
+
+def test_declared_libraries_load_before_the_clock(monkeypatch, at_root, tmp_path):
+    # a library that takes 1 s to import: declared with `loads`, it is neither part of the
+    # reported time nor of the time limit
+    (tmp_path / "slow_library_for_test.py").write_text("import time\ntime.sleep(1.0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loaded = load(EXAMPLE)
+    plan = runner.run(loaded, "greedy", SolveOptions(quiet=True)).plan
+    seen = {}
+
+    @loads("slow_library_for_test")
+    def method(inst, options):
+        import slow_library_for_test  # noqa: F401
+        seen["remaining"] = options.remaining()
+        return MethodResult(plan, "feasible", None, "x")
+
+    monkeypatch.setattr(runner, "method_function", lambda loaded, name: method)
+    sol = runner.run(loaded, "milp", SolveOptions(quiet=True, time_limit=5.0))
+    assert "slow_library_for_test" in sys.modules
+    assert sol.time_s < 0.9 and seen["remaining"] > 4.1

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
+from wafopt.core.registry import PYOMO_HIGHS, loads
 from wafopt.core.result import MethodResult
 from wafopt.problems import evaluate
 from wafopt.problems.mem_pair.instance import MemPairInstance
@@ -80,6 +81,7 @@ def solve_offload(inst: MemPairInstance, options: SolveOptions) -> tuple[list[di
     return out, how
 
 
+@loads(*PYOMO_HIGHS)
 def solve_gcmr(scenario, options: SolveOptions) -> MethodResult:
     budget = options.search_seconds(DEFAULT_BUDGET_S)
     try:

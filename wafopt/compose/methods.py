@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from wafopt.core.budget import SolveOptions
+from wafopt.core.registry import CP_SAT, HIGHS, PYOMO_HIGHS, SCIPY, loads
 from wafopt.core.result import MethodResult
 
 START_SHARE = 0.2            # share of the time limit a heuristic start may use
@@ -52,12 +53,14 @@ def _recompute_start(inst, options: SolveOptions) -> SolveOptions:
                         RECOMPUTE_START_S)
 
 
+@loads(*PYOMO_HIGHS)
 def recompute_milp(inst, options: SolveOptions) -> MethodResult:
     from wafopt.models.recompute import solve_milp
 
     return solve_milp(inst, _recompute_start(inst, options))
 
 
+@loads(*CP_SAT)
 def recompute_cpsat(inst, options: SolveOptions) -> MethodResult:
     from wafopt.models.recompute import solve_cpsat
 
@@ -81,6 +84,7 @@ def _mem_pair_greedy(inst, options: SolveOptions) -> dict | None:
     return plan_of(inst, chunks) if chunks is not None else None
 
 
+@loads(*PYOMO_HIGHS)
 def mem_pair_milp(inst, options: SolveOptions) -> MethodResult:
     """The greedy plan is the MILP's start."""
     from wafopt.models.mem_pair import solve_milp
@@ -88,6 +92,7 @@ def mem_pair_milp(inst, options: SolveOptions) -> MethodResult:
     return solve_milp(inst, warm_started(options, lambda sub: _mem_pair_greedy(inst, sub), START_S))
 
 
+@loads(*CP_SAT)
 def mem_pair_cpsat(inst, options: SolveOptions) -> MethodResult:
     """The greedy plan is the incumbent and the fallback; CP-SAT's hint stays the transportation
     optimum (K-free), which guides its search better than the greedy plan does."""
@@ -123,24 +128,28 @@ class PlacementSearch:
         return descend(fit, perm, time.monotonic() + seconds, stop=options.stopped)[0]
 
 
+@loads(*PYOMO_HIGHS, *SCIPY)
 def placement_milp(inst, options: SolveOptions) -> MethodResult:
     from wafopt.models.placement import milp
 
     return milp(inst, options, PlacementSearch())
 
 
+@loads(*CP_SAT, *SCIPY)
 def placement_cpsat(inst, options: SolveOptions) -> MethodResult:
     from wafopt.models.placement import cpsat
 
     return cpsat(inst, options, PlacementSearch())
 
 
+@loads(*HIGHS, *SCIPY)
 def placement_rlt1(inst, options: SolveOptions) -> MethodResult:
     from wafopt.models.placement import rlt1
 
     return rlt1(inst, options, PlacementSearch())
 
 
+@loads(*SCIPY)
 def placement_bnb(inst, options: SolveOptions) -> MethodResult:
     """Branch and bound, with the local search's plan (a share of the budget) as its first
     incumbent (the GA would spend its share importing pymoo and ramping up a population)."""
@@ -164,6 +173,7 @@ def _tatp_start(instance, options: SolveOptions) -> SolveOptions:
         tile_groups(instance, time.monotonic() + sub.search_seconds(), sub.stopped)[0]), start_seconds(options))
 
 
+@loads(*CP_SAT, *HIGHS)
 def tatp_cpsat(instance, options: SolveOptions) -> MethodResult:
     from wafopt.heuristics.tatp import complete_groups
     from wafopt.models.tatp import solve_cpsat
@@ -171,6 +181,7 @@ def tatp_cpsat(instance, options: SolveOptions) -> MethodResult:
     return solve_cpsat(instance, _tatp_start(instance, options), partial(complete_groups, stop=options.stopped))
 
 
+@loads(*PYOMO_HIGHS, *CP_SAT)
 def tatp_milp(instance, options: SolveOptions) -> MethodResult:
     from wafopt.heuristics.tatp import complete_groups
     from wafopt.models.tatp import solve_milp
@@ -192,12 +203,14 @@ def _routing_start(instance, options: SolveOptions) -> SolveOptions:
         start_seconds(options))
 
 
+@loads(*PYOMO_HIGHS)
 def routing_milp(instance, options: SolveOptions) -> MethodResult:
     from wafopt.models.routing import solve_milp
 
     return solve_milp(instance, _routing_start(instance, options))
 
 
+@loads(*CP_SAT)
 def routing_cpsat(instance, options: SolveOptions) -> MethodResult:
     from wafopt.models.routing import solve_cpsat
 

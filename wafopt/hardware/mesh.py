@@ -139,19 +139,37 @@ class Mesh:
         if not self.faulty_dies and not self.faulty_links:
             rr, cc = np.divmod(np.arange(n), self.cols)
             return np.abs(rr[:, None] - rr[None, :]) + np.abs(cc[:, None] - cc[None, :])
-        from scipy.sparse import coo_matrix
-        from scipy.sparse.csgraph import shortest_path
-
-        # breadth-first search from every die in C: a Python BFS takes minutes on 4,096 dies
-        links = np.array([(self.index(a), self.index(b)) for a, b in self.directed_links], dtype=np.int64)
-        links = links.reshape(-1, 2)
-        graph = coo_matrix((np.ones(len(links)), (links[:, 0], links[:, 1])), shape=(n, n)).tocsr()
-        hops = shortest_path(graph, method="D", unweighted=True)
-        dist = np.where(np.isfinite(hops), hops, UNREACHABLE).astype(np.int64)
+        # breadth-first search from every die at once, one level a step over (source, die) pairs
+        # in numpy (a Python BFS takes minutes on 4,096 dies; this about as long as scipy's)
+        dist = np.full((n, n), UNREACHABLE, dtype=np.int64)
+        flat_dist = dist.ravel()
+        neighbours = self._neighbour_table()
+        healthy = np.array([self.index(d) for d in self.healthy_dies], dtype=np.int64)
+        dist[healthy, healthy] = 0
+        source, at, hops = healthy, healthy, 0
+        while len(source):
+            hops += 1
+            step = neighbours[at]                                              # (pairs, 4), -1: none
+            flat = np.repeat(source, step.shape[1]) * n + step.ravel()
+            flat = flat[(step.ravel() >= 0) & (flat_dist[flat] == UNREACHABLE)]
+            # one copy of each pair reached twice: each writes its own mark, the survivor keeps it
+            mark = -2 - np.arange(len(flat))
+            flat_dist[flat] = mark
+            flat = flat[flat_dist[flat] == mark]
+            flat_dist[flat] = hops
+            source, at = np.divmod(flat, n)
         faulty = [self.index(d) for d in self.faulty_dies]
         dist[faulty, :] = UNREACHABLE  # a faulty die reaches nothing, not even itself
         dist[:, faulty] = UNREACHABLE
         return dist
+
+    def _neighbour_table(self) -> np.ndarray:
+        """(dies, 4): the index of each die's neighbours over healthy links, -1 padded."""
+        table = np.full((self.rows * self.cols, 4), -1, dtype=np.int64)
+        for die in self.healthy_dies:
+            near = [self.index(d) for d in self.neighbours(die)]
+            table[self.index(die), :len(near)] = near
+        return table
 
     def _bfs(self, src: Die) -> dict[Die, int]:
         seen = {src: 0}

@@ -16,6 +16,7 @@ from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 from wafopt.core.result import MethodResult
 from wafopt.core.budget import SolveOptions, never
+from wafopt.core.registry import PYMOO, loads
 
 
 def base_descent(fit: Fitness, perm: np.ndarray, deadline: float | None = None, stop=never) -> np.ndarray:
@@ -177,6 +178,7 @@ def local(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
 
 # --- genetic algorithm (pymoo) ---------------------------------------------------------------------
 
+@loads(*PYMOO)
 def ga(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     """pymoo GA on slot permutations (order crossover, swap/inversion mutation, memetic repair)
     on the full objective; the best individual is polished by iterated descent."""

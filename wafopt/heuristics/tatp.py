@@ -20,6 +20,7 @@ from wafopt.problems.tatp.plans import groups_plan, snake_groups, total_cost
 from wafopt.hardware.mesh import Die, Mesh
 from wafopt.core.result import MethodResult
 from wafopt.core.budget import SolveOptions, never
+from wafopt.core.registry import PYMOO, loads
 
 RING_SEARCH_NODES = 20_000   # DFS nodes per threshold when ordering one ring
 PACKING_NODES = 200_000      # DFS nodes per mesh orientation when packing blocks
@@ -463,6 +464,7 @@ def _encode(mesh: Mesh, groups: list[list[Die]]) -> np.ndarray:
     return np.array(seq + rest, dtype=int)
 
 
+@loads(*PYMOO)
 def ga(instance, options: SolveOptions) -> MethodResult:
     """Permutation GA (order crossover, inversion mutation): the first G*N dies of a permutation,
     cut into G chunks, are the rings in chunk order. Seeded with the snake and tiles mappings;

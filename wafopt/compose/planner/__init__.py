@@ -20,6 +20,7 @@ from importlib.metadata import version
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, close, relative_gap
+from wafopt.core.registry import PYOMO_HIGHS, SCIPY, loads
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
 from wafopt.problems.plan.layout_bound import (LayoutBound, certificate_data, layout_choices, plan_bound,
                                                space_bounds, tighten, upgrade)
@@ -146,6 +147,7 @@ class Search:
         return wave
 
 
+@loads(*PYOMO_HIGHS, *SCIPY)
 def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True) -> MethodResult:
     """The method `plan` (see the module docstring); `improve_globally=False` leaves out the GA
     phase (the ablation's +M step)."""
