@@ -136,7 +136,7 @@ class Solve(Command):
     def run(self, args):
         from wafopt.api import Result, check_warm_start, save
         from wafopt.compose.runner import run
-        from wafopt.core.registry import method_function
+        from wafopt.core.registry import load_libraries, method_function
         from wafopt.core.solution import read_solution
 
         loaded = _load(args.instance, args.problem)
@@ -144,7 +144,8 @@ class Solve(Command):
             if loaded.problem != "plan":
                 raise InstanceError(f"is required for problem {loaded.problem}", "--method")
             args.method = "plan"   # a scenario: the joint planner searches what `parallel:` leaves open
-        method_function(loaded.problem, args.method)  # an unknown method fails before any work
+        # an unknown method fails before any work; its solver libraries load before "solving"
+        load_libraries(method_function(loaded.problem, args.method))
         options = _options(args)
         if args.workers is not None and args.workers < 1:
             raise InstanceError(f"must be a positive number of processes, got {args.workers}", "--workers")
