@@ -149,3 +149,24 @@ def _derived_bytes(loaded, problem: str) -> bytes:
         return pickle.dumps(derive(loaded, problem).instance)
     except InstanceError as exc:
         return str(exc).encode()
+
+
+def test_writing_into_a_pipe_keeps_the_pipe(tmp_path):
+    # a solution written to a device or a pipe (--out /dev/stdout) goes into it; the atomic
+    # rename of a regular file would replace the device with a plain file
+    import os
+    import stat
+    import threading
+
+    from wafopt.core.files import write_text
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_text()))
+    reader.start()
+    write_text(pipe, '{"a": 1}\n')
+    reader.join(10)
+    assert received == ['{"a": 1}\n'] and stat.S_ISFIFO(pipe.stat().st_mode)
+    plain = write_text(tmp_path / "sub" / "plain.json", "x\n")   # a regular file: atomic, no leftovers
+    assert plain.read_text() == "x\n" and [p.name for p in plain.parent.iterdir()] == ["plain.json"]

@@ -356,6 +356,22 @@ def test_one_and_two_workers_give_the_same_result():
         [(r["layout"], r["status"], r["objective"]) for r in two.stats["candidates"]]
 
 
+def test_workers_cut_at_the_deadline_end_cleanly(tmp_path):
+    # the 2-worker pool is terminated mid-wave at the limit: the run keeps its plan and bound, and
+    # nothing leaks (no resource-tracker warning about the workers' semaphores, no traceback)
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "wafopt", "solve", "instances/plan/llama3-70b-config3-faulty-search.yaml",
+                           "--time-limit", "4", "--workers", "2", "--quiet", "--json", "--out", str(tmp_path)],
+                          cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 3), done.stderr
+    assert "leaked" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    solution = json.loads(done.stdout)
+    assert solution["time_s"] < 4 + 2.0
+    assert any(r["status"] == "timed out" for r in solution["stats"]["candidates"])
+
+
 FAULTY = {"problem": "plan", "name": "tiny-faulty-3x3",
           "wafer": {"rows": 3, "cols": 3, "die_tflops": 100, "dram_gb": 0.04, "dram_bw_tbps": 1,
                     "link_bw_tbps": 0.5, "faulty_dies": [[1, 1]], "faulty_links": [[[0, 0], [0, 1]]]},

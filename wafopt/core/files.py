@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
+import stat
 from pathlib import Path
 
 import yaml
@@ -456,3 +458,23 @@ def display_path(path: str | Path) -> str:
         return str(p.relative_to(Path.cwd()))
     except ValueError:
         return str(p)
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` atomically (a temporary file renamed over it), so an interrupted
+    write never leaves half a file. A path that names a device or a pipe (/dev/null, /dev/stdout)
+    is written into instead: renaming over it would replace the device with a file."""
+    p = Path(path)
+    if p.exists() and not stat.S_ISREG(p.stat().st_mode):
+        with open(p, "w") as out:
+            out.write(text)
+        return p
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(p)
+    except BaseException:  # a full disk, Ctrl-C: no stray temporary file either
+        tmp.unlink(missing_ok=True)
+        raise
+    return p

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from wafopt import __version__
 from wafopt.core.errors import InstanceError
+from wafopt.core.files import write_text
 
 
 @dataclass
@@ -41,17 +41,8 @@ class Solution:
         return _clean(asdict(self))
 
     def write(self, path: str | Path) -> Path:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self.to_dict(), indent=1) + "\n"   # fails before any file exists
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(text)
-            tmp.replace(p)  # atomic: an interrupted write never leaves half a file
-        except BaseException:  # a full disk, Ctrl-C: no stray temporary file either
-            tmp.unlink(missing_ok=True)
-            raise
-        return p
+        return write_text(path, text)
 
 
 def _clean(value):

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from wafopt.core.errors import InstanceError
+from wafopt.core.files import write_text
 from wafopt.problems import load
 from wafopt.problems.plan.evaluate import evaluate
 from wafopt.problems.plan.instance import Fixed, Parallel, Scenario
@@ -215,10 +216,7 @@ def write_calibration(result: dict, path: Path = CALIBRATION_FILE) -> Path:
             "errors": [r.time_error for r in rows],
             "memory_errors": [r.memory_error for r in rows],
             **{k: v for k, v in result.items() if k != "rows"}}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
-    return path
+    return write_text(path, json.dumps(data, indent=1) + "\n")
 
 
 def read_calibration(path: Path = CALIBRATION_FILE) -> dict:

@@ -30,13 +30,18 @@ def compose_task(scenario, layout: tuple, seed: int, seconds: float):
     return compose_layout(scenario, Parallel(*layout[:3]), options, *layout[3:])
 
 
-def _ignore_sigint() -> None:
+def _worker_setup() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
+    # pyomo makes a multiprocessing lock when it is imported. In a spawned worker that lock is a
+    # named semaphore, which the resource tracker reports as leaked when we terminate the worker
+    # at a deadline; with fork as the worker's own start method the lock is anonymous.
+    if "fork" in multiprocessing.get_all_start_methods():
+        multiprocessing.set_start_method("fork", force=True)
 
 
 def _pool(workers: int) -> cf.ProcessPoolExecutor:
     return cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_ignore_sigint)
+                                  initializer=_worker_setup)
 
 
 class Serial:
