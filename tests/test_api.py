@@ -39,6 +39,11 @@ def test_load_accepts_a_mapping_and_rejects_bad_arguments():
         wafopt.solve(inst, "tiles", seed=-3)
     with pytest.raises(wafopt.InstanceError, match="--method"):
         wafopt.solve(inst, "no-such-method")
+    for bad in ({"workers": 0}, {"workers": True}, {"elite_share": float("nan")}, {"elite_share": 1.5},
+                {"solver": "no-such-solver"}):
+        with pytest.raises(wafopt.InstanceError, match=next(iter(bad)) if "solver" not in bad else "solver"):
+            wafopt.solve(inst, "tiles", **bad)
+    assert wafopt.solve(inst, "tiles", workers=2, elite_share=0.25).status.value == "optimal"
 
 
 def test_compare_skips_methods_that_do_not_apply():

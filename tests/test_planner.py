@@ -356,6 +356,19 @@ def test_one_and_two_workers_give_the_same_result():
         [(r["layout"], r["status"], r["objective"]) for r in two.stats["candidates"]]
 
 
+def test_a_short_limit_still_ends_with_a_plan():
+    # Llama3-405B on 16 x 16: no layout's composition finishes in 3 s, the Megatron baseline on
+    # the least-bound layout does; the plan is the evaluator's, above the certified bound
+    loaded = load(ROOT / "instances/plan/llama3-405b-16x16.yaml")
+    result = solve(loaded, time_limit=3.0, workers=1)
+    assert result.status.value == "feasible" and result.plan is not None
+    ev = evaluate("plan", loaded.instance, result.plan)
+    assert ev.feasible and close(ev.objective, result.objective)
+    assert at_most(result.bound.value, result.objective)
+    rows = [r for r in result.solution.stats["candidates"] if "first plan" in r["note"]]
+    assert len(rows) == 1 and rows[0]["objective"] is not None and at_most(rows[0]["bound"], rows[0]["objective"])
+
+
 def test_workers_cut_at_the_deadline_end_cleanly(tmp_path):
     # the 2-worker pool is terminated mid-wave at the limit: the run keeps its plan and bound, and
     # nothing leaks (no resource-tracker warning about the workers' semaphores, no traceback)

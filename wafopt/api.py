@@ -93,17 +93,27 @@ def _plan_of(plan_or_solution) -> dict:
 
 
 def options(time_limit: float | None = None, seed: int = 0, warm_start=None, quiet: bool = True,
-            verbose: bool = False) -> SolveOptions:
+            verbose: bool = False, workers: int = 1, solver: str = "highs", elite_share: float = 0.5,
+            scheduler: str | None = None) -> SolveOptions:
     """Checked solve options (a bad value raises InstanceError naming the argument)."""
     if time_limit is not None and not (finite(time_limit) and time_limit > 0):
         raise InstanceError(f"must be a positive number of seconds, got {time_limit}", "time_limit")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InstanceError(f"must be a non-negative integer, got {seed!r}", "seed")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InstanceError(f"must be a positive number of processes, got {workers!r}", "workers")
+    if isinstance(elite_share, bool) or not isinstance(elite_share, (int, float)) or not 0 <= elite_share <= 1:
+        raise InstanceError(f"must lie in [0, 1], got {elite_share!r}", "elite_share")   # also refuses nan
+    if solver != "highs":
+        from wafopt.solvers.backends import pyomo_solver
+
+        pyomo_solver(solver)   # a solver that is not installed fails before any work
     start = _plan_of(warm_start) if warm_start is not None else None
     if start is not None and not isinstance(start, dict):
         raise InstanceError(f"must be a plan (mapping), a solution or a solution file, got {start!r:.60}",
                             "warm_start")
-    return SolveOptions(time_limit=time_limit, seed=seed, quiet=quiet, verbose=verbose, warm_start=start)
+    return SolveOptions(time_limit=time_limit, seed=seed, quiet=quiet, verbose=verbose, warm_start=start,
+                        workers=workers, solver=solver, elite_share=float(elite_share), scheduler=scheduler)
 
 
 def check_warm_start(instance: Instance, plan: dict, where: str = "warm_start") -> None:
@@ -116,11 +126,14 @@ def check_warm_start(instance: Instance, plan: dict, where: str = "warm_start") 
 
 def solve(instance: Instance | str | Path | Mapping, method: str, *, problem: str | None = None,
           time_limit: float | None = None, seed: int = 0, warm_start=None, quiet: bool = True,
-          verbose: bool = False) -> Result:
-    """Solve with one method. Ctrl-C stops it and returns the best plan found so far."""
+          verbose: bool = False, workers: int = 1, solver: str = "highs", elite_share: float = 0.5,
+          scheduler: str | None = None) -> Result:
+    """Solve with one method. Ctrl-C stops it and returns the best plan found so far.
+    workers, scheduler: where the planner composes layouts (local processes, or a Dask cluster);
+    solver: the MILP solver of the pyomo models; elite_share: the planner GA's elitism."""
     inst = _instance(instance, problem)
     method_function(inst.problem, method)  # an unknown method fails before any work
-    opts = options(time_limit, seed, warm_start, quiet, verbose)
+    opts = options(time_limit, seed, warm_start, quiet, verbose, workers, solver, elite_share, scheduler)
     if opts.warm_start is not None:
         check_warm_start(inst, opts.warm_start)
     return Result.of(run(inst, method, opts))

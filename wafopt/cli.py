@@ -39,14 +39,11 @@ def _stderr(text: str) -> None:
 def _options(args):
     from wafopt.api import options
 
-    opts = options(args.time_limit, args.seed, None, args.quiet, getattr(args, "verbose", False))
-    solver = getattr(args, "solver", None) or "highs"
-    if solver != "highs":
-        from wafopt.solvers.backends import pyomo_solver
-
-        pyomo_solver(solver)   # a solver that is not installed fails before any work (exit 2)
-    opts.solver = solver
-    return opts
+    workers = getattr(args, "workers", 1)
+    return options(args.time_limit, args.seed, None, args.quiet, getattr(args, "verbose", False),
+                   workers=os.cpu_count() or 1 if workers is None else workers,
+                   solver=getattr(args, "solver", None) or "highs",
+                   elite_share=getattr(args, "elite_share", 0.5), scheduler=getattr(args, "scheduler", None))
 
 
 def _add_solve_options(p: argparse.ArgumentParser) -> None:
@@ -147,13 +144,6 @@ class Solve(Command):
         # an unknown method fails before any work; its solver libraries load before "solving"
         load_libraries(method_function(loaded.problem, args.method))
         options = _options(args)
-        if args.workers is not None and args.workers < 1:
-            raise InstanceError(f"must be a positive number of processes, got {args.workers}", "--workers")
-        options.workers = args.workers or os.cpu_count() or 1
-        options.scheduler = args.scheduler
-        if not 0 <= args.elite_share <= 1:   # also refuses nan
-            raise InstanceError(f"must lie in [0, 1], got {args.elite_share}", "--elite-share")
-        options.elite_share = args.elite_share
         if args.warm_start:
             start = read_solution(args.warm_start)
             if start.problem != loaded.problem:

@@ -3,6 +3,8 @@ the best plans globally, and certify how far the result is from the best plan of
 
 1. Bounds first: every layout of the space (wafopt.problems.plan.layout_bound) gets its certified
    lower bound, or is infeasible with the reason (WATOS Alg. 1's early pruning made exact).
+   A first plan comes from the Megatron baseline on the least-bound layouts (a fraction of a
+   second), so a short run still ends with a plan.
 2. Layouts in order of bound, in waves of WAVE: a layout whose bound is not below the incumbent is
    pruned; the others are composed by the kernels (compose.py), locally, on a process pool or on a
    Dask cluster (parallel.py). The incumbent changes only between waves, so a run gives the same
@@ -29,6 +31,8 @@ DEFAULT_BUDGET_S = 60.0   # the planner's budget without --time-limit
 LAYOUT_S = 30.0           # at most this per layout composition
 WAVE = 4                  # layouts composed between two incumbent updates (fixed: same result for any workers)
 GA_SHARE = 0.25           # of the budget, kept for the global improvement phase
+FIRST_PLAN_LAYOUTS = 8    # least-bound layouts tried for a quick first plan
+FIRST_PLAN_SHARE = 0.05   # of the budget, at most, for it
 KIND = "planner-layouts"
 
 SOLVED, OPTIMAL, NO_PLAN, PRUNED, INFEASIBLE, TIMED_OUT = (
@@ -58,6 +62,7 @@ class Search:
         self.index = {b.key(): k for k, b in enumerate(bounds)}
         self.status: dict = {}          # layout -> (status, note)
         self.outcomes: dict = {}        # layout -> compose.Outcome
+        self.first: dict = {}           # layout -> (objective, how) of the quick first plan
         self.objective: float | None = None
         self.plan: dict | None = None
         self.best_layout = None
@@ -99,10 +104,14 @@ class Search:
         for b in self.bounds:
             status, note = self.status.get(b.key(), (INFEASIBLE, b.reason) if not b.feasible else (TIMED_OUT, ""))
             outcome = self.outcomes.get(b.key())
+            objective = outcome.objective if outcome else None
+            if objective is None and b.key() in self.first:   # its composition gave nothing better
+                objective, how = self.first[b.key()]
+                note = f"{note}; {how}" if note else how
             rows.append({"layout": _name(b.key()), "tp": b.layout.tp, "pp": b.layout.pp, "dp": b.layout.dp,
                          **({} if b.micro_batch is None else {"micro_batch": b.micro_batch}),
                          "bound": b.value, "bound_tier": b.tier + (" + LP" if b.refined else ""),
-                         "objective": outcome.objective if outcome else None, "status": status, "note": note,
+                         "objective": objective, "status": status, "note": note,
                          "seconds": round(outcome.seconds, 3) if outcome else None})
         order = {INFEASIBLE: 1}
         return sorted(rows, key=lambda r: (order.get(r["status"], 0), r["bound"] if r["bound"] is not None else 0.0,
@@ -168,6 +177,8 @@ def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True
             search.offer(ws, ev.objective, plan_key(scenario, ws), "warm start")
     tighten(scenario, bounds, run.stopped)   # full and LP bounds where the least bounds are
     search.update_bound()
+    if search.plan is None:
+        first_plan(scenario, bounds, search, run, FIRST_PLAN_SHARE * budget)
     best = plan_bound(bounds)
     options.progress(f"plan: {len(bounds)} layouts, {sum(b.feasible for b in bounds)} not excluded by their "
                      f"model state; bound " + (f"{search.bound:.6g} s ({_name(best.key())})" if best else "none"),
@@ -204,6 +215,34 @@ def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True
     message = (f"best layout {_name(search.best_layout)}; {len(bounds)} layouts: "
                + ", ".join(f"{n} {s}" for s, n in counts.items()))
     return MethodResult(search.plan, "feasible", certificate, _solver(), message, _stats(search, ga_stats, budget))
+
+
+def first_plan(scenario, bounds: list[LayoutBound], search: Search, run: SolveOptions, seconds: float) -> None:
+    """Offer the Megatron baseline's plan (serpentine tiles; no recomputation, or full where memory
+    forces it) of the first least-bound layout that has one. The waves compose these layouts
+    properly later; until then the plan is the incumbent that short runs keep and pruning uses."""
+    from wafopt.compose.planner.compose import fixed_scenario
+    from wafopt.core.registry import method_function
+    from wafopt.problems import evaluate
+    from wafopt.problems.plan.instance import Parallel
+
+    deadline = time.monotonic() + seconds
+    ranked = sorted((b for b in bounds if b.feasible), key=lambda b: (b.value, b.key()))
+    for b in ranked[:FIRST_PLAN_LAYOUTS]:
+        if run.stopped() or time.monotonic() > deadline:
+            return
+        key = b.key()
+        micro_batch = key[3] if len(key) > 3 else None
+        fixed = fixed_scenario(scenario, Parallel(*key[:3]), micro_batch)
+        result = method_function("plan", "megatron")(fixed, run.sub(max(0.0, deadline - time.monotonic())))
+        if result.plan is None:
+            continue
+        plan = result.plan if micro_batch is None else dict(result.plan, micro_batch=micro_batch)
+        ev = evaluate("plan", scenario, plan)
+        if ev.feasible:
+            search.first[key] = (ev.objective, "first plan: Megatron baseline")
+            search.offer(plan, ev.objective, key, "Megatron baseline")
+            return
 
 
 def _counts(search: Search) -> dict:
