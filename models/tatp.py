@@ -303,8 +303,11 @@ def solve_columns_milp(data: Data, cols: Columns, rings: list[list[int]], option
     for s in model.S:
         model.pick[s].value = int(s in picked)
     model.wild.value = wild
-    # the start is no solution under the cut (it costs upper + 1): no MIP start then
-    outcome = solve_pyomo(model, options, warm_start=upper is None, time_limit=time_limit)
+    # the start is no solution under the cut (it costs upper + 1): no MIP start then. Under the cut
+    # the model only asks whether a better plan exists, so HiGHS' feasibility-jump heuristic, which
+    # runs before the root LP, is skipped (0.3 s instead of 0.45 s on tatp-8x8-f3-n4's stage)
+    outcome = solve_pyomo(model, options, warm_start=upper is None, time_limit=time_limit,
+                          highs_options=None if upper is None else {"mip_heuristic_run_feasibility_jump": False})
     if not outcome.has_solution:
         return outcome, [], data.G
     return (outcome, [s for s in model.S if model.pick[s].value > 0.5],

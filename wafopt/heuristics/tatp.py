@@ -80,11 +80,11 @@ def order_ring(mesh: Mesh, dies: Sequence[Die], floor: int = 1,
     n = len(dies)
     if n <= 2:
         return dies, mesh.ring_cost(dies)
-    idx = [mesh.index(d) for d in dies]
-    dist = mesh.distance_matrix[np.ix_(idx, idx)]
+    idx = np.array([mesh.index(d) for d in dies])
+    dist = mesh.distance_matrix[idx[:, None], idx]
     if n <= 6:   # every cyclic order at once (at most 60): exact and faster than the DFS
-        orders = _cycle_orders(n)
-        cost = dist[orders, np.roll(orders, -1, axis=1)].max(axis=1)
+        orders, following = _cycle_orders(n)
+        cost = dist[orders, following].max(axis=1)
         best = int(np.argmin(cost))
         return [dies[i] for i in orders[best]], int(cost[best])
     for t in sorted({int(v) for v in dist.flat if v >= floor}):
@@ -317,10 +317,15 @@ def _set_cost(dist: np.ndarray, members: tuple[int, ...], floor: int, mesh: Mesh
 
 
 @lru_cache(maxsize=None)
-def _cycle_orders(N: int) -> np.ndarray:
-    """Every cyclic order of N positions once (first fixed, one direction): (orders, N)."""
+@lru_cache(maxsize=None)
+def _cycle_orders(N: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every cyclic order of N positions once (first fixed, one direction), and each order's
+    successors: two (orders, N) arrays, read-only (shared by every call)."""
     rest = [r for r in itertools.permutations(range(1, N)) if N <= 2 or r[0] < r[-1]]
-    return np.array([(0,) + r for r in rest], dtype=int)
+    orders = np.array([(0,) + r for r in rest], dtype=int)
+    following = np.roll(orders, -1, axis=1)
+    orders.flags.writeable = following.flags.writeable = False
+    return orders, following
 
 
 def _set_costs(dist: np.ndarray, sets: list[tuple[int, ...]], floor: int, mesh: Mesh, cells) -> list[int]:
@@ -328,7 +333,7 @@ def _set_costs(dist: np.ndarray, sets: list[tuple[int, ...]], floor: int, mesh: 
     N = len(sets[0])
     if N > 6:
         return [_set_cost(dist, c, floor, mesh, cells) for c in sets]
-    members = np.array(sets, dtype=int)[:, _cycle_orders(N)]                      # (sets, orders, N)
+    members = np.array(sets, dtype=int)[:, _cycle_orders(N)[0]]                   # (sets, orders, N)
     hops = dist[members, np.roll(members, -1, axis=2)]
     return [int(v) for v in hops.max(axis=2).min(axis=1)]
 
@@ -346,8 +351,10 @@ def best_partition(mesh: Mesh, cells: list[Die], k: int, N: int, floor: int):
     costs = _set_costs(dist, sets, floor, mesh, cells)
     # the N-sets by their lowest die, cheapest first, each as (bit mask, cost, members)
     anchored: list[list[tuple[int, int, tuple]]] = [[] for _ in range(m)]
-    for c, cost in zip(sets, costs):
-        anchored[c[0]].append((sum(1 << j for j in c), cost, c))
+    masks = ((np.int64(1) << np.array(sets, dtype=np.int64)).sum(axis=1).tolist() if m < 63
+             else [sum(1 << j for j in c) for c in sets])
+    for c, cost, mask in zip(sets, costs, masks):
+        anchored[c[0]].append((mask, cost, c))
     for options in anchored:
         options.sort(key=lambda o: o[1])
     spare = m - k * N

@@ -113,11 +113,12 @@ def stop_highs_when_stopped(highs, options: SolveOptions) -> None:
 
 
 def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
-                time_limit: float | None = None) -> Outcome:
+                time_limit: float | None = None, highs_options: dict | None = None) -> Outcome:
     """Solve a pyomo model (minimization) with HiGHS via appsi; load the incumbent if any.
 
     warm_start: variable values already set on the model are passed to HiGHS as a MIP start.
     time_limit: at most this many seconds (never more than what is left of the run).
+    highs_options: further HiGHS options by name (other solvers ignore them).
     """
     if options.export is not None:
         return options.export.write_pyomo(model)
@@ -126,11 +127,13 @@ def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
     if options.stopped():
         return not_started(options, highs_version())
     if hasattr(os, "fork"):
-        return _in_child_process(model, options, lambda: _solve_highs(model, options, warm_start, time_limit))
-    return _solve_highs(model, options, warm_start, time_limit)
+        return _in_child_process(model, options,
+                                 lambda: _solve_highs(model, options, warm_start, time_limit, highs_options))
+    return _solve_highs(model, options, warm_start, time_limit, highs_options)
 
 
-def _solve_highs(model, options: SolveOptions, warm_start: bool, time_limit: float | None) -> Outcome:
+def _solve_highs(model, options: SolveOptions, warm_start: bool, time_limit: float | None,
+                 highs_options: dict | None = None) -> Outcome:
     """HiGHS on a pyomo model in this process (solve_pyomo runs it in a child process)."""
     import highspy
     from pyomo.contrib.appsi.base import TerminationCondition as TC
@@ -141,7 +144,7 @@ def _solve_highs(model, options: SolveOptions, warm_start: bool, time_limit: flo
     opt.config.mip_gap = 0.0
     opt.config.warmstart = warm_start
     opt.config.stream_solver = options.verbose
-    opt.highs_options = {"mip_abs_gap": 0.0, "random_seed": int(options.seed) % 2147483647}
+    opt.highs_options = {"mip_abs_gap": 0.0, "random_seed": int(options.seed) % 2147483647, **(highs_options or {})}
     # HiGHS logs to stdout; keep stdout clean for --json output. Its log goes to the duplicated
     # stderr: appsi captures file descriptors 1 and 2 while it solves, and a log written into the
     # captured descriptor would feed itself (a deadlock).
