@@ -41,7 +41,7 @@ def _options(args):
 
     workers = getattr(args, "workers", 1)
     return options(args.time_limit, args.seed, None, args.quiet, getattr(args, "verbose", False),
-                   workers=os.cpu_count() or 1 if workers is None else workers,
+                   workers=(os.cpu_count() or 1) if workers is None else workers,
                    solver=getattr(args, "solver", None) or "highs",
                    elite_share=getattr(args, "elite_share", 0.5), scheduler=getattr(args, "scheduler", None))
 
