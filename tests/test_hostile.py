@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import io
 import json
 import signal
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -504,7 +506,66 @@ def test_a_layout_that_fits_only_by_offloading_validates_and_gcmr_realizes_it(tm
 
 
 def test_a_pooled_shortfall_is_refused():
-    assert "even with full recomputation: it needs" in message_of(tiny(0.15))
+    # a 1 x 2 wafer: no idle die could take checkpoints, so the two stages' dies must hold them
+    data = tiny(0.15)
+    data["wafer"]["cols"] = 2
+    assert "even with full recomputation: it needs" in message_of(data)
+
+
+def test_idle_dies_count_toward_the_pooled_memory():
+    # the same layout on a 1 x 4 wafer: checkpoints may go to the two idle dies, so it is not
+    # refused; at 0.241 GB the planner realizes it (offloads to the idle dies)
+    import wafopt
+
+    assert parse_instance(tiny(0.15)).instance.parallel.dies == 2
+    loaded = parse_instance(tiny(0.241, layers=8))
+    result = wafopt.solve(loaded, "plan", time_limit=30)
+    assert result.status.value in ("feasible", "optimal")
+    layout_dies = {tuple(d) for pipe in result.plan["pipelines"] for stage in pipe for d in stage}
+    assert any(tuple(o["helper"]) not in layout_dies for o in result.plan["offload"])
+
+
+def splits(layers: int, stages: int):
+    for cuts in itertools.combinations(range(1, layers), stages - 1):
+        bounds = (0, *cuts, layers)
+        yield [bounds[k + 1] - bounds[k] for k in range(stages)]
+
+
+@pytest.mark.parametrize("layers, pp, vocab", [(4, 2, 1000), (6, 3, 50_000), (8, 2, 1000), (7, 3, 200_000)])
+def test_the_fit_test_tries_every_layer_split(layers, pp, vocab):
+    # the DP over splits agrees with trying every split on a sweep of capacities, and inside the
+    # window where only an uneven split fits
+    from dataclasses import replace
+
+    from wafopt.problems.plan.instance import _even_split_shortfall, _some_split_fits
+
+    data = tiny(1000, vocab=vocab, layers=layers)
+    data["parallel"]["pp"] = pp
+    data["wafer"]["cols"] = pp           # no idle dies
+    roomy = parse_instance(data).instance
+
+    def at(gb):
+        return replace(roomy, wafer=replace(roomy.wafer, dram_capacity=gb * 1e9))
+
+    def least_gb(fits):   # bisection: the least capacity that fits
+        low, high = 0.01, 100.0
+        for _ in range(50):
+            mid = (low + high) / 2
+            low, high = (low, mid) if fits(at(mid)) else (mid, high)
+        return high
+
+    even_gb = least_gb(lambda sc: _even_split_shortfall(sc) is None)
+    some_gb = least_gb(_some_split_fits)
+    assert some_gb < even_gb   # an uneven split needs less: the last stage also holds the LM head
+    for gb in [*np.linspace(0.15, 2.5, 40), (some_gb + even_gb) / 2, some_gb * 0.999]:
+        scenario = at(gb)
+        brute = [_even_split_shortfall(scenario.with_choice(None, s)) is None for s in splits(layers, pp)]
+        assert _some_split_fits(scenario) == any(brute)
+        data["wafer"]["dram_gb"] = float(gb)
+        if any(brute):
+            parse_instance(copy.deepcopy(data))            # accepted
+        else:
+            assert "even with full recomputation" in message_of(copy.deepcopy(data))
 
 
 # --- published schemas -------------------------------------------------------------------------

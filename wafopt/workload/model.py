@@ -423,15 +423,16 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
 
 
 def stage_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int, dp: int, index: int,
-                   first_layer: int, n: int, scheme: str) -> StageWorkload:
+                   first_layer: int, n: int, scheme: str, microbatches: int | None = None) -> StageWorkload:
     """Stage `index` of a pp-stage pipeline holding layers first_layer .. first_layer + n - 1 alone
-    (what build_workload builds for it within any split); its in-flight count assumes m >= pp."""
+    (what build_workload builds for it within any split); its in-flight count assumes
+    `microbatches` micro-batches per iteration (default: at least pp)."""
     timer = _Timer(wafer)
     counts: dict[bool, int] = {}
     for i in range(first_layer, first_layer + n):
         counts[llm.is_moe_layer(i)] = counts.get(llm.is_moe_layer(i), 0) + 1
     kinds = tuple((_layer_table(llm, training, tp, moe, scheme), c) for moe, c in sorted(counts.items()))
-    return _stage(llm, training, wafer, timer, tp, pp, dp, pp, index, first_layer, n, kinds, scheme)
+    return _stage(llm, training, wafer, timer, tp, pp, dp, microbatches or pp, index, first_layer, n, kinds, scheme)
 
 
 @lru_cache(maxsize=256)

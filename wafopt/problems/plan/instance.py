@@ -12,6 +12,7 @@ parallel: {tp: 8, pp: 7, dp: 1} # optional: tp and pp given fix the layout (dp d
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
@@ -143,8 +144,9 @@ def check_fits(scenario: Scenario) -> None:
     (tp, pp, dp) fixed a layout fits only if
     1. per die: each stage's model state and working memory, which never leave its dies, fit
        one die's DRAM (the leanest plan: nothing recomputed, every checkpoint offloaded);
-    2. pooled: with full recomputation the layout's dies together hold every stage's memory
-       (GCMR pools the DRAM of the stages, WATOS Alg. 2).
+    2. pooled: with full recomputation the wafer's healthy dies together hold every stage's
+       memory (checkpoints may go to any healthy die, idle ones included, as in the layout bound).
+    Both are tested on every contiguous layer split and allowed micro-batch size a plan may choose.
     """
     mesh = scenario.mesh()
     healthy = len(mesh.healthy_dies)
@@ -159,24 +161,74 @@ def check_fits(scenario: Scenario) -> None:
     if par.dies > healthy:
         raise InstanceError(f"tp*pp*dp = {par.tp}*{par.pp}*{par.dp} = {par.dies} dies, but the wafer has only "
                             f"{healthy} healthy dies", "parallel")
+    shortfall = _even_split_shortfall(scenario)
+    if shortfall is not None and not _some_split_fits(scenario):
+        raise InstanceError(shortfall, "parallel")
+
+
+def _even_split_shortfall(scenario: Scenario) -> str | None:
+    """Why conditions 1 and 2 fail on the even layer split (default micro-batch size), or None."""
+    par, capacity = scenario.parallel, scenario.wafer.dram_capacity
     work = scenario.workload()
     for s in work.stages:
         fixed = s.memory_bytes() - s.inflight * s.kept_bytes()  # not offloadable, least over plans
         if fixed > capacity:
-            raise InstanceError(
-                f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
-                f"recomputation: stage {s.index}'s model state and working memory, which stay on its own dies, "
-                f"need {fixed / GB:.1f} GB per die, capacity {capacity / GB:.1f} GB (offloading moves only "
-                f"activation checkpoints)", "parallel")
+            return (f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
+                    f"recomputation: stage {s.index}'s model state and working memory, which stay on its own dies, "
+                    f"need {fixed / GB:.1f} GB per die, capacity {capacity / GB:.1f} GB (offloading moves only "
+                    f"activation checkpoints)")
     need = sum(s.full_recompute_bytes() for s in work.stages) * par.tp * par.dp
-    have = par.dies * capacity
+    healthy = len(scenario.mesh().healthy_dies)
+    have = healthy * capacity
     if need > have:
         worst = max(work.stages, key=lambda s: s.full_recompute_bytes())
-        raise InstanceError(
-            f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
-            f"recomputation: it needs {need / GB:.1f} GB on {par.dies} dies holding {have / GB:.1f} GB "
-            f"(stage {worst.index} alone needs {worst.full_recompute_bytes() / GB:.1f} GB per die, "
-            f"capacity {capacity / GB:.1f} GB)", "parallel")
+        return (f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
+                f"recomputation: it needs {need / GB:.1f} GB, the wafer's {healthy} healthy dies hold "
+                f"{have / GB:.1f} GB (stage {worst.index} alone needs {worst.full_recompute_bytes() / GB:.1f} GB "
+                f"per die, capacity {capacity / GB:.1f} GB)")
+    return None
+
+
+def _some_split_fits(scenario: Scenario) -> bool:
+    """Conditions 1 and 2 for some contiguous layer split and allowed micro-batch size (a plan may
+    choose both). Stage memory depends only on the stage, its layers and their kinds, so a DP over
+    stages finds the least pooled memory (2) among the splits whose every stage passes (1)."""
+    from wafopt.workload.model import stage_schemes, stage_workload
+
+    par, llm, capacity = scenario.parallel, scenario.llm, scenario.wafer.dram_capacity
+    L, p = llm.layers, par.pp
+    scheme = stage_schemes(None, p)[0]
+    moe = [0]
+    for i in range(L):
+        moe.append(moe[-1] + llm.is_moe_layer(i))
+    for micro_batch in scenario.training.micro_batches:
+        training = replace(scenario.training, micro_batch=micro_batch)
+        if p > L or training.global_batch % (micro_batch * par.dp):
+            continue
+        m = training.global_batch // (micro_batch * par.dp)
+        memory: dict = {}
+
+        def pooled(j: int, a: int, n: int) -> float:
+            """Stage j's full-recomputation bytes on layers a .. a + n - 1; inf if (1) fails."""
+            key = (j, n, moe[a + n] - moe[a])   # the stage's memory depends on nothing else
+            if key not in memory:
+                st = stage_workload(llm, training, scenario.wafer, par.tp, p, par.dp, j, a, n, scheme, m)
+                fits = st.memory_bytes() - st.inflight * st.kept_bytes() <= capacity
+                memory[key] = st.full_recompute_bytes() if fits else math.inf
+            return memory[key]
+
+        least = [0.0] + [math.inf] * L   # least pooled bytes of stages before j over layers 0 .. a - 1
+        for j in range(p):
+            nxt = [math.inf] * (L + 1)
+            for a in range(j, L - (p - j) + 1):
+                if least[a] == math.inf:
+                    continue
+                for b in ([L] if j == p - 1 else range(a + 1, L - (p - 1 - j) + 1)):
+                    nxt[b] = min(nxt[b], least[a] + pooled(j, a, b - a))
+            least = nxt
+        if least[L] * par.tp * par.dp <= len(scenario.mesh().healthy_dies) * capacity:
+            return True
+    return False
 
 
 def summary(scenario: Scenario) -> dict:
