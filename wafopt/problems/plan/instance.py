@@ -189,6 +189,9 @@ def _even_split_shortfall(scenario: Scenario) -> str | None:
     return None
 
 
+FIT_DP_STEPS = 2_000_000   # (stage, first, last layer) steps the split search may take (~1 s)
+
+
 def _some_split_fits(scenario: Scenario) -> bool:
     """Conditions 1 and 2 for some contiguous layer split and allowed micro-batch size (a plan may
     choose both). Stage memory depends only on the stage, its layers and their kinds, so a DP over
@@ -197,6 +200,8 @@ def _some_split_fits(scenario: Scenario) -> bool:
 
     par, llm, capacity = scenario.parallel, scenario.llm, scenario.wafer.dram_capacity
     L, p = llm.layers, par.pp
+    if p * (L - p + 1) ** 2 > 2 * FIT_DP_STEPS:
+        return False   # too large to search at validation: the even split's verdict stands
     scheme = stage_schemes(None, p)[0]
     moe = [0]
     for i in range(L):
