@@ -501,6 +501,9 @@ def column_phase(instance, options: SolveOptions, solve_columns, solver: str, co
     started = time.monotonic()
     start = start_plan(instance, options)
     options.incumbent(groups_plan(start), instance.lower_bound)
+    if options.export is not None:   # export the self-contained model, not stages that depend on the incumbent
+        search = ColumnSearch(start, instance.lower_bound, False, None, "", "")
+        return started, search, {"start_cost": _cost(instance, start)}, None
     search = column_search(instance, start, options, started, solve_columns, complete)
     stats = {"start_cost": _cost(instance, start), "columns_up_to_cost": search.last_K}
     done = None
@@ -515,7 +518,7 @@ def circuit_cpsat(instance, options: SolveOptions, started: float, search: Colum
     """Fallback: the circuit model from the column search's best plan and bound (plus the
     packing bound when not even the rings of floor cost could be enumerated)."""
     start, bound, why = search.groups, search.bound, search.message
-    if search.last_K is None:
+    if search.last_K is None and options.export is None:
         share = None if options.time_limit is None else 0.3 * options.remaining(started)
         packing_bound, packing_why, packed = floor_ring_bound(instance, options, share, complete)
         if packing_bound > bound:

@@ -117,6 +117,29 @@ def test_nested_budgets_share_the_deadline_and_the_interrupt():
     assert SolveOptions().remaining() is None and SolveOptions().search_seconds(7.0) == 7.0
 
 
+def test_progress_lines_hold_back_the_latest_and_release_it(monkeypatch):
+    """At most one line a second across nested solves; the held-back line is the latest and is
+    shown once its second has passed, so a run never ends showing a stale state."""
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    shown = []
+    options = SolveOptions(quiet=False)
+    options.budget_.reporter = shown.append
+    inner = options.sub(quiet=False)
+    options.progress("first")
+    inner.progress("second")                 # within the second: held
+    inner.progress("third")                  # replaces it
+    options.budget_.lines.release_held()
+    assert shown == ["  .. first"]
+    clock[0] += 1.0
+    options.budget_.lines.release_held()
+    assert shown == ["  .. first", "  .. third"]
+    options.budget_.lines.release_held()     # nothing held any more
+    clock[0] += 5.0
+    options.sub().progress("never")          # a nested solve is quiet unless asked
+    assert len(shown) == 2
+
+
 # ---- kernels: pure, deterministic, picklable -----------------------------------------------------
 
 def test_every_instance_and_derived_kernel_pickles(tmp_path):

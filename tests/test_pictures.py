@@ -113,3 +113,18 @@ def test_sixteen_by_sixteen_plan_labels_each_stage_once(tmp_path):
     out = tmp_path / "big.png"
     save_picture("plan", lo.instance, sol.plan, sol.stats, str(out))
     assert is_png(out)
+
+
+@pytest.mark.parametrize("instance, method", [("instances/tatp/tatp-8x8-f3-n16.yaml", "tiles"),
+                                              ("instances/placement/pl-sparse-12.yaml", "ga"),
+                                              ("instances/recompute/rc-example-pooled.yaml", "dp")])
+def test_solve_and_show_write_the_picture_with_plot(instance, method, tmp_path):
+    from wafopt.cli import main
+
+    solved, shown = tmp_path / "solved.png", tmp_path / "shown.png"
+    out = tmp_path / "s.json"
+    assert main(["solve", str(ROOT / instance), "--method", method, "--time-limit", "2", "--quiet",
+                 "--out", str(out), "--plot", str(solved)]) == 0
+    assert main(["show", str(out), "--plot", str(shown)]) == 0
+    assert is_png(solved) and is_png(shown)
+    plt.close("all")

@@ -6,13 +6,16 @@ Exit codes: 0 ok, 1 internal error, 2 invalid input, 3 infeasible, 4 not certifi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import gc
 import io
 import json
 import math
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from wafopt import __version__
@@ -72,6 +75,27 @@ def _load(path: str, problem: str | None = None):
     return load(path, problem)
 
 
+@contextlib.contextmanager
+def _ctrl_c_noted(options):
+    """While a run goes on, the runner turns Ctrl-C into a stop. Around it (before it installs its
+    handler; after it returned, e.g. the second of two quick Ctrl-Cs) Ctrl-C stops the run too but
+    never loses its plan: it is noted (the list yielded) until the solution is written."""
+    noted: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def note(*_):
+        noted.append(True)
+        options.interrupted = True
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _exit_code(result) -> int:
     """0 a plan (optimal or feasible); 3 no plan exists or none was found; 130 interrupted."""
     if result.interrupted:
@@ -122,7 +146,8 @@ class Solve(Command):
         p.add_argument("--workers", type=int, default=None, metavar="N",
                        help="plan: compose layouts on N local processes (default: the number of cores)")
         p.add_argument("--scheduler", metavar="ADDRESS", help="plan: compose layouts on this Dask cluster")
-        p.add_argument("--plot", metavar="PNG", help="plan: draw the convergence of plan and bound")
+        p.add_argument("--plot", metavar="PNG", help="draw the solution (as `wafopt show --plot`); "
+                       "plan: the convergence of plan and bound")
         p.add_argument("--elite-share", type=float, default=0.5, metavar="OMEGA",
                        help="plan: the share of each GA generation kept as elites (WATOS omega, 0 to 1; default 0.5)")
         p.add_argument("--warm-start", metavar="SOLUTION", help="start exact methods from this plan")
@@ -156,9 +181,10 @@ class Solve(Command):
                     + (f", time limit {args.time_limit:g} s" if args.time_limit else ""))
         from wafopt.present.progress import console_progress
 
-        with console_progress(options):
-            result = Result.of(run(loaded, args.method, options))
-        out, note = save(result, loaded, args.out)
+        with _ctrl_c_noted(options) as late_ctrl_c:
+            with console_progress(options):
+                result = Result.of(run(loaded, args.method, options))
+            out, note = save(result, loaded, args.out)
         if args.json:
             print(json.dumps(result.solution.to_dict(), indent=1))
         else:
@@ -173,14 +199,19 @@ class Solve(Command):
 
                 print(candidates_text(result.solution.stats))
             print(f"wrote {out}")
-        if args.plot and result.solution.stats.get("convergence"):
-            from wafopt.present.planner import convergence_png
+        if args.plot:
+            if loaded.problem == "plan" and result.solution.stats.get("convergence"):
+                from wafopt.present.planner import convergence_png
 
-            convergence_png(result.solution.stats, args.plot, f"{loaded.name}: {args.method}")
+                convergence_png(result.solution.stats, args.plot, f"{loaded.name}: {args.method}")
+            else:
+                from wafopt.present.pictures import save_picture
+
+                save_picture(loaded.problem, loaded.instance, result.plan, result.solution.stats, args.plot)
             _stderr(f"wrote {args.plot}")
         if note:
             _stderr(f"wafopt: note: {note}")
-        return _exit_code(result)
+        return EXIT_INTERRUPTED if late_ctrl_c else _exit_code(result)
 
 
 class Ablation(Command):
@@ -415,13 +446,14 @@ class Evaluate(Command):
 
 class Show(Command):
     name = "show"
-    help = "a readable summary of an instance or a solution; --png draws the mesh"
+    help = "a readable summary of an instance or a solution; --plot (or --png) draws it"
 
     def add_arguments(self, p):
         p.add_argument("target", metavar="INSTANCE|SOLUTION")
         p.add_argument("--problem", help="show this sub-problem of a scenario")
         p.add_argument("--json", action="store_true")
-        p.add_argument("--png", metavar="FILE", help="draw the mesh with the plan (if any)")
+        p.add_argument("--plot", "--png", dest="png", metavar="PNG", help="draw the instance, or the solution's plan "
+                       "(mesh and link loads, recompute memory bars, GA convergence)")
 
     def run(self, args):
         from wafopt.present.show import show
@@ -768,8 +800,9 @@ def main(argv: list[str] | None = None) -> int:
         _stderr(f"wafopt: internal error: {type(exc).__name__}: {exc}")
         return EXIT_INTERNAL
     finally:
-        if argv is None:  # the command line, and the process ends now: freezing the objects skips
-            gc.freeze()   # the collector's sweep of every loaded module at exit (~1 s with the solvers)
+        if argv is None:  # the command line, and the process ends now
+            signal.signal(signal.SIGINT, signal.SIG_IGN)   # the work is done: a late Ctrl-C keeps the exit code
+            gc.freeze()   # skips the collector's sweep of every loaded module at exit (~1 s with the solvers)
 
 
 if __name__ == "__main__":

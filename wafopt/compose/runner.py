@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import replace
 
-from wafopt.core.budget import SolveOptions, Stopped, progress_line, stop_abandonable_step
+from wafopt.core.budget import SolveOptions, Stopped, stop_abandonable_step
 from wafopt.core.numeric import relative_gap, settle_status
 from wafopt.core.registry import load_libraries, method_function
 from wafopt.core.result import Bound, MethodResult
@@ -114,12 +114,15 @@ def _note(message: str, text: str) -> str:
 
 
 def _heartbeat(method: str, options: SolveOptions, stop: threading.Event, every: float = 15.0) -> None:
-    """A line on stderr every `every` seconds of a long run, whatever the method reports itself."""
-    started = time.monotonic()
-    while not stop.wait(every):
-        limit = f" of {options.time_limit:g} s" if options.time_limit else ""
-        have = "has a plan" if options.budget_.incumbent is not None else "no plan yet"
-        progress_line(f"  .. {method}: {time.monotonic() - started:.0f} s{limit} elapsed, {have}")
+    """While a run goes on: a progress line the one-a-second rule held back is shown after its
+    second, and after `every` seconds without any line, one saying how long it has run."""
+    started, lines = time.monotonic(), options.budget_.lines
+    while not stop.wait(0.25):
+        lines.release_held()
+        if time.monotonic() - max(lines.last_shown, started) >= every:
+            limit = f" of {options.time_limit:g} s" if options.time_limit else ""
+            have = "has a plan" if options.budget_.incumbent is not None else "no plan yet"
+            lines(f"  .. {method}: {time.monotonic() - started:.0f} s{limit} elapsed, {have}", force=True)
 
 
 def finish(loaded: Loaded, method: str, result: MethodResult, elapsed: float,

@@ -24,16 +24,17 @@ from typing import Any, Callable
 HEURISTIC_BUDGET_S = 10.0  # time budget of searching heuristics (GA, local search) without --time-limit
 
 
-def _open_progress_stream():
-    """The real stderr, duplicated at import: pyomo's HiGHS interface captures file descriptors 1
-    and 2 while it solves, which would swallow progress lines written to sys.stderr."""
+def stderr_copy():
+    """The real stderr, duplicated (None without one, e.g. under some test runners)."""
     try:
         return os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
-    except (OSError, ValueError, AttributeError):  # no real stderr (e.g. under some test runners)
+    except (OSError, ValueError, AttributeError):
         return None
 
 
-PROGRESS_STREAM = _open_progress_stream()
+# Progress lines go to a copy of stderr made at import: pyomo's solver interfaces capture file
+# descriptors 1 and 2 (and that of sys.stdout) while they solve, which would swallow them.
+PROGRESS_STREAM = stderr_copy()
 
 
 def never() -> bool:
@@ -77,16 +78,60 @@ def progress_line(text: str) -> None:
     print(text, file=PROGRESS_STREAM or sys.stderr, flush=True)
 
 
+class ProgressLines:
+    """Where progress lines go, at most one a second. A line held back by that rule is kept until
+    the next one or `release_held` (the runner's heartbeat), so the latest state is never lost.
+    Shared by a run and every solve nested in it; solver callbacks report from their own threads."""
+
+    def __init__(self, reporter: Callable[[str], None] | None = None):
+        self.reporter = reporter or progress_line
+        self.every = 1.0                  # seconds between lines
+        self.last_shown = 0.0
+        self.held: str | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str, force: bool = False) -> None:
+        # a bounded wait: a process forked while another thread held the lock must not hang on it
+        if not self._lock.acquire(timeout=0.2):
+            return
+        try:
+            now = time.monotonic()
+            if not force and now - self.last_shown < self.every:
+                self.held = text
+                return
+            self.last_shown, self.held = now, None
+            self.reporter(text)
+        finally:
+            self._lock.release()
+
+    def release_held(self) -> None:
+        if self.held is not None and time.monotonic() - self.last_shown >= self.every:
+            self(self.held, force=True)
+
+    def forward_to(self, fd: int) -> None:
+        """In a child process: send every line, unthrottled, to the parent, which shows it."""
+        self.reporter = lambda text: os.write(fd, text.replace("\n", " ").encode() + b"\n")
+        self.every, self._lock = 0.0, threading.Lock()   # a fresh lock: the fork copied its state
+
+
 class Budget:
-    """Deadline + interrupt + progress reporter, shared by a run and every solve nested in it."""
+    """Deadline + interrupt + progress lines, shared by a run and every solve nested in it."""
 
     def __init__(self, time_limit: float | None = None, reporter: Callable[[str], None] | None = None):
         self.time_limit = time_limit
         self.deadline: float | None = None if time_limit is None else time.monotonic() + time_limit
         self.interrupt = threading.Event()
-        self.reporter = reporter or progress_line
+        self.lines = ProgressLines(reporter)
         self.incumbent: Any = None          # best plan reported so far (kept for Ctrl-C)
         self.incumbent_bound: Any = None    # its bound (float or core.result.Bound)
+
+    @property
+    def reporter(self) -> Callable[[str], None]:
+        return self.lines.reporter
+
+    @reporter.setter
+    def reporter(self, reporter: Callable[[str], None]) -> None:
+        self.lines.reporter = reporter
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (0 when interrupted), or None without a limit."""
@@ -114,7 +159,6 @@ class SolveOptions:
     elite_share: float = 0.5          # plan: the share of elites each GA generation keeps (WATOS omega)
     export: Any = None                # wafopt.solvers.backends.ModelExport: write each model, do not solve
     budget_: Budget | None = field(default=None, repr=False)
-    _last_log: float = 0.0
 
     def __post_init__(self):
         if self.budget_ is None:
@@ -183,13 +227,13 @@ class SolveOptions:
         """Options for a nested solve: the same interrupt and seed, a deadline no later than the
         run's (and `seconds` from now when given), no warm start unless passed."""
         budget = Budget.__new__(Budget)
-        budget.__dict__.update(self.budget_.__dict__)  # shares the interrupt event and reporter
+        budget.__dict__.update(self.budget_.__dict__)  # shares the interrupt event and progress lines
         if seconds is not None:
             mine = time.monotonic() + max(0.0, seconds)
             budget.deadline = mine if budget.deadline is None else min(budget.deadline, mine)
         budget.time_limit = None if budget.deadline is None else max(0.0, budget.deadline - time.monotonic())
         return replace(self, time_limit=budget.time_limit, quiet=quiet or self.quiet,
-                       warm_start=warm_start, budget_=budget, _last_log=0.0)
+                       warm_start=warm_start, budget_=budget)
 
     # ---- incumbent and progress ----
     def incumbent(self, plan: dict, bound=None) -> None:
@@ -199,9 +243,6 @@ class SolveOptions:
             self.budget_.incumbent_bound = bound
 
     def progress(self, text: str, force: bool = False) -> None:
-        """A throttled progress line on stderr (at most one per second) unless quiet."""
-        now = time.monotonic()
-        if self.quiet or (not force and now - self._last_log < 1.0):
-            return
-        self._last_log = now
-        self.budget_.reporter(f"  .. {text}")
+        """A progress line on stderr (at most one a second, the latest never lost) unless quiet."""
+        if not self.quiet:
+            self.budget_.lines(f"  .. {text}", force)

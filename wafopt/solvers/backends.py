@@ -27,8 +27,13 @@ import time
 from dataclasses import dataclass, field
 from importlib.metadata import version
 
-from wafopt.core.budget import PROGRESS_STREAM, SolveOptions, Stopped
+from wafopt.core.budget import PROGRESS_STREAM, SolveOptions, Stopped, stderr_copy
 from wafopt.core.numeric import decimal_scale  # noqa: F401  (models import it from here too)
+
+# Solver logs (--verbose) go to their own copy of stderr, set as sys.stdout while a pyomo solver
+# runs: the solver interface captures that descriptor (with 1 and 2), never PROGRESS_STREAM's, so
+# progress lines get through while it solves, and stdout stays clean for --json.
+SOLVER_LOG = stderr_copy()
 
 
 @dataclass
@@ -145,10 +150,7 @@ def _solve_highs(model, options: SolveOptions, warm_start: bool, time_limit: flo
     opt.config.warmstart = warm_start
     opt.config.stream_solver = options.verbose
     opt.highs_options = {"mip_abs_gap": 0.0, "random_seed": int(options.seed) % 2147483647, **(highs_options or {})}
-    # HiGHS logs to stdout; keep stdout clean for --json output. Its log goes to the duplicated
-    # stderr: appsi captures file descriptors 1 and 2 while it solves, and a log written into the
-    # captured descriptor would feed itself (a deadlock).
-    with contextlib.redirect_stdout(PROGRESS_STREAM or sys.stderr):
+    with contextlib.redirect_stdout(SOLVER_LOG or sys.stderr):
         try:
             with options.abandonable():   # translating a big model for HiGHS takes seconds
                 opt.set_instance(model)
@@ -205,16 +207,21 @@ def _in_child_process(model, options: SolveOptions, solve) -> Outcome:
     variables = list(model.component_data_objects(pyo.Var, descend_into=True))
     stop_flag = mmap.mmap(-1, 1)    # anonymous shared memory: the parent sets it, the child reads it
     reader, writer = os.pipe()
+    lines_in, lines_out = os.pipe()  # the child's progress lines, shown by the parent's reporter
     highspy._core._Highs.resetGlobalScheduler(True)   # no HiGHS worker threads cross the fork
     pid = os.fork()
     if pid == 0:
         os.close(reader)
+        os.close(lines_in)
+        options.budget_.lines.forward_to(lines_out)
         _child_solve(solve, variables, options, stop_flag, writer)   # never returns
     os.close(writer)
+    os.close(lines_out)
     try:
-        answer = _child_answer(reader, options, stop_flag)
+        answer = _child_answer(reader, lines_in, options, stop_flag)
     finally:
         os.close(reader)
+        os.close(lines_in)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)   # gone already, or stopped too late
         os.waitpid(pid, 0)
@@ -266,11 +273,21 @@ def _child_solve(solve, variables, options: SolveOptions, stop_flag, writer: int
         os._exit(code)
 
 
-def _child_answer(reader: int, options: SolveOptions, stop_flag, poll_s: float = 0.05):
-    """Read the child's answer; None when it was stopped and did not answer in time."""
-    received, asked = [], None
+def _child_answer(reader: int, lines_in: int, options: SolveOptions, stop_flag, poll_s: float = 0.05):
+    """Read the child's answer, passing on its progress lines; None when it was stopped and did not
+    answer in time."""
+    received, asked, partial = [], None, b""
+    watched = [reader, lines_in]
     while True:
-        if select.select([reader], [], [], poll_s)[0]:
+        ready = select.select(watched, [], [], poll_s)[0]
+        if lines_in in ready:
+            chunk = os.read(lines_in, 1 << 16)
+            if not chunk:
+                watched.remove(lines_in)
+            *complete, partial = (partial + chunk).split(b"\n")
+            for line in complete:
+                options.budget_.lines(line.decode("utf-8", "replace"))
+        if reader in ready:
             chunk = os.read(reader, 1 << 20)
             if not chunk:   # end of file: the child has answered (or died)
                 return pickle.loads(b"".join(received)) if received else None
@@ -477,7 +494,7 @@ def solve_pyomo_with(name: str, model, options: SolveOptions, warm_start: bool =
     kwargs = {"load_solutions": False, "tee": options.verbose}
     if warm_start and getattr(solver, "warm_start_capable", lambda: False)():
         kwargs["warmstart"] = True
-    with contextlib.redirect_stdout(PROGRESS_STREAM or sys.stderr):
+    with contextlib.redirect_stdout(SOLVER_LOG or sys.stderr):
         results = solver.solve(model, **kwargs)
     tc = results.solver.termination_condition
     has_solution = len(results.solution) > 0 and tc != TC.infeasible

@@ -1,4 +1,4 @@
-"""Traffic-conscious routing (issue 5, TEMP's TCME): one path per flow, minimize the peak link load.
+"""Traffic-conscious routing (TEMP's TCME): one path per flow, minimize the peak link load.
 
 Instance fields: `mesh`, `flows: [{src: [r, c], dst: [r, c], volume: v}]`, `paths: minimal` (each
 flow takes a shortest healthy path) or `paths: {detour: k}` (simple paths up to k hops longer).

@@ -1,4 +1,4 @@
-"""TATP group mapping (issue 5): partition healthy dies into G rings of N dies.
+"""TATP group mapping (TEMP, WaferLLM): partition healthy dies into G rings of N dies.
 
 Instance fields: `mesh` (see wafopt.hardware.mesh.Mesh.from_spec), `group_size` N >= 2, `groups` G >= 1.
 A plan is `{"groups": [[[r, c] x N in cyclic order] x G]}`; the evaluator is wafopt.problems.tatp.evaluate.
