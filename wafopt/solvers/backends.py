@@ -536,7 +536,10 @@ class ModelExport:
 
         if self.format not in ("mps", "lp"):
             raise InstanceError(f"a MILP model is written as mps or lp, not {self.format}", "--format")
-        model.write(self._next_path(), format=self.format, io_options={"symbolic_solver_labels": True})
+        from pyomo.opt import ProblemFormat
+
+        kind = {"mps": ProblemFormat.mps, "lp": ProblemFormat.cpxlp}[self.format]   # pyomo's name for LP
+        model.write(self._next_path(), format=kind, io_options={"symbolic_solver_labels": True})
         return Outcome("unknown", None, False, f"pyomo {self.format} writer", "model written, not solved")
 
     def write_cpsat(self, model) -> Outcome:
