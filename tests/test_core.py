@@ -7,7 +7,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from wafopt.compose.derive import derive
@@ -124,7 +124,7 @@ def test_progress_lines_hold_back_the_latest_and_release_it(monkeypatch):
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     shown = []
     options = SolveOptions(quiet=False)
-    options.budget_.reporter = shown.append
+    options.budget_.lines.reporter = shown.append
     inner = options.sub(quiet=False)
     options.progress("first")
     inner.progress("second")                 # within the second: held

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from wafopt import __version__
 from wafopt.core.errors import (EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_NO_PLAN,
-                               EXIT_NOT_CERTIFIED, EXIT_OK, InstanceError)
+                               EXIT_OK, InstanceError)
 
 
 def _fmt(value, digits: int = 6) -> str:
@@ -96,6 +96,22 @@ def _ctrl_c_noted(options):
         signal.signal(signal.SIGINT, previous)
 
 
+def _run_and_save(loaded, method: str, options, write: bool = True, out: str | None = None):
+    """Run a method with its progress on stderr, then write its solution (`write`), Ctrl-C noted
+    until it is written. Returns (result, path written, note of save, interrupted)."""
+    from wafopt.api import Result, save
+    from wafopt.compose.runner import run
+    from wafopt.present.progress import console_progress
+
+    path, note = None, None
+    with _ctrl_c_noted(options) as late_ctrl_c:
+        with console_progress(options):
+            result = Result.of(run(loaded, method, options))
+        if write:
+            path, note = save(result, loaded, out)
+    return result, path, note, bool(late_ctrl_c) or result.interrupted
+
+
 def _exit_code(result) -> int:
     """0 a plan (optimal or feasible); 3 no plan exists or none was found; 130 interrupted."""
     if result.interrupted:
@@ -156,8 +172,7 @@ class Solve(Command):
         p.add_argument("--json", action="store_true", help="print the solution JSON on stdout")
 
     def run(self, args):
-        from wafopt.api import Result, check_warm_start, save
-        from wafopt.compose.runner import run
+        from wafopt.api import check_warm_start
         from wafopt.core.registry import load_libraries, method_function
         from wafopt.core.solution import read_solution
 
@@ -179,12 +194,7 @@ class Solve(Command):
         if not options.quiet:
             _stderr(f"solving {args.instance} ({loaded.problem}) with {args.method}"
                     + (f", time limit {args.time_limit:g} s" if args.time_limit else ""))
-        from wafopt.present.progress import console_progress
-
-        with _ctrl_c_noted(options) as late_ctrl_c:
-            with console_progress(options):
-                result = Result.of(run(loaded, args.method, options))
-            out, note = save(result, loaded, args.out)
+        result, out, note, interrupted = _run_and_save(loaded, args.method, options, out=args.out)
         if args.json:
             print(json.dumps(result.solution.to_dict(), indent=1))
         else:
@@ -211,7 +221,7 @@ class Solve(Command):
             _stderr(f"wrote {args.plot}")
         if note:
             _stderr(f"wafopt: note: {note}")
-        return EXIT_INTERRUPTED if late_ctrl_c else _exit_code(result)
+        return EXIT_INTERRUPTED if interrupted else _exit_code(result)
 
 
 class Ablation(Command):
@@ -272,9 +282,7 @@ class Compare(Command):
                             "(e.g. recompute_share,peak_fraction for plans)")
 
     def run(self, args):
-        from wafopt.api import Result, applicable, default_methods, save
-        from wafopt.compose.runner import run
-        from wafopt.present.progress import console_progress
+        from wafopt.api import applicable, default_methods
         from wafopt.core.numeric import relative_gap
         from wafopt.core.registry import PROBLEMS, methods as methods_of
 
@@ -303,15 +311,11 @@ class Compare(Command):
             for k, method in enumerate(methods):
                 if not args.quiet:
                     _stderr(f"[{loaded.name}] {method} ({k + 1}/{len(methods)}) ...")
-                options = _options(args)
-                with console_progress(options):
-                    result = Result.of(run(loaded, method, options))
-                if args.save:
-                    _, note = save(result, loaded)
-                    if note:
-                        _stderr(f"wafopt: note: {note}")
+                result, _, note, interrupted = _run_and_save(loaded, method, _options(args), write=args.save)
+                if note:
+                    _stderr(f"wafopt: note: {note}")
                 block.append(result.solution)
-                if result.interrupted:
+                if interrupted:
                     code = EXIT_INTERRUPTED
                     break
             best_bound = max((s.bound for s in block if s.bound is not None), default=None)

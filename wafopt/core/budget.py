@@ -117,21 +117,13 @@ class ProgressLines:
 class Budget:
     """Deadline + interrupt + progress lines, shared by a run and every solve nested in it."""
 
-    def __init__(self, time_limit: float | None = None, reporter: Callable[[str], None] | None = None):
+    def __init__(self, time_limit: float | None = None):
         self.time_limit = time_limit
         self.deadline: float | None = None if time_limit is None else time.monotonic() + time_limit
         self.interrupt = threading.Event()
-        self.lines = ProgressLines(reporter)
+        self.lines = ProgressLines()
         self.incumbent: Any = None          # best plan reported so far (kept for Ctrl-C)
         self.incumbent_bound: Any = None    # its bound (float or core.result.Bound)
-
-    @property
-    def reporter(self) -> Callable[[str], None]:
-        return self.lines.reporter
-
-    @reporter.setter
-    def reporter(self, reporter: Callable[[str], None]) -> None:
-        self.lines.reporter = reporter
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (0 when interrupted), or None without a limit."""

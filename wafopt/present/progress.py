@@ -42,7 +42,7 @@ class ConsoleProgress:
 
 @contextmanager
 def console_progress(options: SolveOptions, console: Console | None = None):
-    """Report the run's progress (options.budget_.reporter) through rich while the block runs."""
+    """Report the run's progress (options.budget_.lines) through rich while the block runs."""
     if options.quiet:
         yield None
         return
@@ -50,8 +50,8 @@ def console_progress(options: SolveOptions, console: Console | None = None):
 
     console = console or Console(file=PROGRESS_STREAM or sys.stderr, stderr=True)
     reporter = ConsoleProgress(console)
-    previous = options.budget_.reporter
-    options.budget_.reporter = reporter
+    lines = options.budget_.lines
+    previous, lines.reporter = lines.reporter, reporter
     try:
         if console.is_terminal:
             with Live(Text(reporter.line("starting")), console=console, refresh_per_second=4,
@@ -62,7 +62,7 @@ def console_progress(options: SolveOptions, console: Console | None = None):
             yield reporter
     finally:
         reporter.live = None
-        options.budget_.reporter = previous
+        lines.reporter = previous
 
 
 class LevelProgress:

@@ -27,11 +27,11 @@ import time
 from dataclasses import dataclass, field
 from importlib.metadata import version
 
-from wafopt.core.budget import PROGRESS_STREAM, SolveOptions, Stopped, stderr_copy
+from wafopt.core.budget import SolveOptions, Stopped, stderr_copy
 from wafopt.core.numeric import decimal_scale  # noqa: F401  (models import it from here too)
 
 # Solver logs (--verbose) go to their own copy of stderr, set as sys.stdout while a pyomo solver
-# runs: the solver interface captures that descriptor (with 1 and 2), never PROGRESS_STREAM's, so
+# runs: the solver interface captures that descriptor (with 1 and 2), never the progress stream's, so
 # progress lines get through while it solves, and stdout stays clean for --json.
 SOLVER_LOG = stderr_copy()
 
@@ -267,8 +267,8 @@ def _child_solve(solve, variables, options: SolveOptions, stop_flag, writer: int
     try:
         with os.fdopen(writer, "wb") as out:
             out.write(answer)
-        if PROGRESS_STREAM is not None:
-            PROGRESS_STREAM.flush()
+        if SOLVER_LOG is not None:
+            SOLVER_LOG.flush()
     finally:
         os._exit(code)
 
