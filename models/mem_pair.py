@@ -16,8 +16,12 @@ from wafopt.core.registry import PYOMO_HIGHS, loads
 from wafopt.core.result import MethodResult
 from wafopt.problems.mem_pair.certificate import transport_lp
 from wafopt.problems.mem_pair.instance import MemPairInstance
-from wafopt.problems.mem_pair.plans import chunks_of, plan_of, respects_k, transport_chunks
-
+from wafopt.problems.mem_pair.plans import (
+    chunks_of,
+    plan_of,
+    respects_k,
+    transport_chunks,
+)
 
 # --- shared -----------------------------------------------------------------------------------------
 
@@ -183,7 +187,8 @@ def decode_cpsat(values, y) -> dict[tuple[int, int], int]:
 
 
 def solve_cpsat(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.solvers.backends import cpsat_version, solve_cpsat as run_cpsat
+    from wafopt.solvers.backends import cpsat_version
+    from wafopt.solvers.backends import solve_cpsat as run_cpsat
 
     early = early_infeasible(inst, cpsat_version())
     if early:

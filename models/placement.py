@@ -22,15 +22,31 @@ from typing import Protocol
 
 import numpy as np
 
-from wafopt.problems.placement.certificate import (Rlt1Lp, anchor, build_rlt1, gilmore_lawler,
-                                                   gilmore_lawler_bound, lagrangian_bound, linear_assignment,
-                                                   orbit_representatives, rlt1_certificate, stored_duals)
+from wafopt.core.budget import SolveOptions, never
+from wafopt.core.numeric import (
+    MAX_EXACT,
+    at_most,
+    decimal_scale,
+    exact,
+    integral_bound,
+    scaled,
+)
+from wafopt.core.result import MethodResult
 from wafopt.problems.placement.branch_bound import symmetry_group
+from wafopt.problems.placement.certificate import (
+    Rlt1Lp,
+    anchor,
+    build_rlt1,
+    gilmore_lawler,
+    gilmore_lawler_bound,
+    lagrangian_bound,
+    linear_assignment,
+    orbit_representatives,
+    rlt1_certificate,
+    stored_duals,
+)
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
-from wafopt.core.budget import SolveOptions, never
-from wafopt.core.numeric import MAX_EXACT, at_most, decimal_scale, exact, integral_bound, scaled
-from wafopt.core.result import MethodResult
 
 EDGE_LINEARIZATION_MAX_VARS = 60_000  # above this the MILP uses the compact Manhattan model
 CPSAT_SCALE_DIGITS = 9                # volumes are scaled by 10^k (k <= 9) to integers when exact
@@ -208,7 +224,11 @@ def decode_milp(M, n: int, m: int) -> np.ndarray:
 
 
 def milp(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | None = None) -> MethodResult:
-    from wafopt.solvers.backends import build_unless_stopped, milp_solver_name, solve_pyomo
+    from wafopt.solvers.backends import (
+        build_unless_stopped,
+        milp_solver_name,
+        solve_pyomo,
+    )
 
     def solve_one(lay, fit, L, start, limit):
         n, m = inst.stages, len(lay.slots)
@@ -406,7 +426,12 @@ def conflict_penalty(model, fit: Fitness, slot, d, E, dmax: int, pair_weights: l
 
 
 def cpsat(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | None = None) -> MethodResult:
-    from wafopt.solvers.backends import build_unless_stopped, cpsat_version, not_started, solve_cpsat
+    from wafopt.solvers.backends import (
+        build_unless_stopped,
+        cpsat_version,
+        not_started,
+        solve_cpsat,
+    )
 
     volumes = integer_volumes(inst)
     scale = float(volumes.scale)

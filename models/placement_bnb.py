@@ -41,7 +41,13 @@ import numpy as np
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, tolerance
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
-from wafopt.problems.placement.branch_bound import MAX_TREE_TOKENS, Space, encode_tree, free_slots, root_bound
+from wafopt.problems.placement.branch_bound import (
+    MAX_TREE_TOKENS,
+    Space,
+    encode_tree,
+    free_slots,
+    root_bound,
+)
 from wafopt.problems.placement.instance import PlacementInstance
 from wafopt.solvers.backends import progress_bounds
 

@@ -15,9 +15,9 @@ from fractions import Fraction
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import MAX_EXACT, decimal_scale, exact, integral_bound, scaled
 from wafopt.core.result import MethodResult
+from wafopt.costmodel.schedule import one_f_one_b
 from wafopt.problems.recompute.instance import RecomputeInstance
 from wafopt.problems.recompute.plans import plan_of
-from wafopt.workload.schedule import one_f_one_b
 
 # --- shared -----------------------------------------------------------------------------------
 
@@ -66,7 +66,7 @@ def build_milp(inst: RecomputeInstance):
             expr=sum(activations(i) for i in P) <= sum(s.capacity - s.state for s in st) / mem_unit)
     m.bottleneck = pyo.Constraint(P, rule=lambda _, i: m.t_max >= stage_time(i))
 
-    # objective: 1F1B iteration time (wafopt.workload.schedule.one_f_one_b, linear through t_max)
+    # objective: 1F1B iteration time (wafopt.costmodel.schedule.one_f_one_b, linear through t_max)
     m.iteration_time = pyo.Objective(
         expr=sum(stage_time(i) for i in P) + (inst.microbatches - 1) * m.t_max, sense=pyo.minimize)
     return m
@@ -168,7 +168,7 @@ def build_cpsat(inst: RecomputeInstance, data: dict):
     for i in P:
         model.Add(t_max >= stage_time[i]).WithName(f"bottleneck[{i}]")
 
-    # objective: 1F1B (wafopt.workload.schedule.one_f_one_b) less the constant sum_i T0_i,
+    # objective: 1F1B (wafopt.costmodel.schedule.one_f_one_b) less the constant sum_i T0_i,
     # which is added back when decoding the bound
     model.Minimize(sum(r[j] * x[i, j] for i in P for j in U) + (inst.microbatches - 1) * t_max)
     return model, x
@@ -180,7 +180,8 @@ def decode_cpsat(values, x, inst: RecomputeInstance) -> dict:
 
 
 def solve_cpsat(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.solvers.backends import cpsat_version, solve_cpsat as run_cpsat
+    from wafopt.solvers.backends import cpsat_version
+    from wafopt.solvers.backends import solve_cpsat as run_cpsat
 
     early = infeasible_result(inst, cpsat_version())
     if early:

@@ -10,13 +10,14 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 
-from wafopt.problems.routing.certificate import endpoint
-from wafopt.problems.routing.plans import routes_plan, xy_routes
-from wafopt.hardware.mesh import Die, Link
-from wafopt.solvers.backends import solve_cpsat as run_cpsat, solve_pyomo
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import MAX_EXACT, decimal_scale, exact, integral_bound, scaled
 from wafopt.core.result import MethodResult
+from wafopt.hardware.mesh import Die, Link
+from wafopt.problems.routing.certificate import endpoint
+from wafopt.problems.routing.plans import routes_plan, xy_routes
+from wafopt.solvers.backends import solve_cpsat as run_cpsat
+from wafopt.solvers.backends import solve_pyomo
 
 VOLUME_DIGITS = 6  # CP-SAT: volumes scale exactly when they have at most this many decimals
 

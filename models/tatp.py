@@ -12,14 +12,15 @@ from typing import Callable
 
 import numpy as np
 
-from wafopt.problems.tatp.certificate import ring_floor
-from wafopt.problems.tatp.evaluate import read_groups
-from wafopt.problems.tatp.plans import groups_plan, snake_groups, total_cost
-from wafopt.hardware.mesh import Die, Mesh
-from wafopt.solvers.backends import solve_cpsat as run_cpsat, solve_pyomo
 from wafopt.core.budget import SolveOptions, never
 from wafopt.core.numeric import integral_bound, integral_floor
 from wafopt.core.result import MethodResult
+from wafopt.hardware.mesh import Die, Mesh
+from wafopt.problems.tatp.certificate import ring_floor
+from wafopt.problems.tatp.evaluate import read_groups
+from wafopt.problems.tatp.plans import groups_plan, snake_groups, total_cost
+from wafopt.solvers.backends import solve_cpsat as run_cpsat
+from wafopt.solvers.backends import solve_pyomo
 
 # Completes a partial mapping: (mesh, rings, G, N, floor, deadline) -> G rings. Injected by
 # wafopt.compose.methods (the tiles repair of wafopt.heuristics.tatp); without it, relaxed

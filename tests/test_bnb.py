@@ -12,16 +12,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from placement_helpers import TOL, brute_force, chain, loaded, plans
+from wafopt.models.placement_bnb import bnb
 
-from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import CertificateError
-from wafopt.models.placement_bnb import bnb
 from wafopt.problems import evaluate, load
-from wafopt.problems.placement.branch_bound import Space, check_bnb_frontier, decode_tree, encode_tree, root_bound
-
-from placement_helpers import TOL, brute_force, chain, loaded, plans
+from wafopt.problems.placement.branch_bound import (
+    Space,
+    check_bnb_frontier,
+    decode_tree,
+    encode_tree,
+    root_bound,
+)
+from wafopt.run.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
 QAPLIB = ROOT / "instances" / "placement" / "qaplib"

@@ -2,9 +2,18 @@
 
 import pytest
 
-from wafopt.hardware.catalog import (GB, TB_PER_S, TFLOPS, LLM, Wafer, llm_presets, resolve_llm,
-                            resolve_wafer, wafer_presets)
 from wafopt.core.errors import InstanceError
+from wafopt.hardware.catalog import (
+    GB,
+    LLM,
+    TB_PER_S,
+    TFLOPS,
+    Wafer,
+    llm_presets,
+    resolve_llm,
+    resolve_wafer,
+    wafer_presets,
+)
 from wafopt.hardware.mesh import Mesh
 
 LLM_NAMES = {"gpt3-6.7b", "gpt3-76b", "gpt3-175b", "llama2-7b", "llama-30b", "llama3-70b",

@@ -14,13 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wafopt.cli import main
-from wafopt.compose.certify import CERTIFIED, CLAIMED, INVALID, certify
-from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import CertificateError
 from wafopt.core.numeric import close, relative_gap
-from wafopt.core.registry import problem_part
 from wafopt.problems import evaluate, load, parse_instance
+from wafopt.run.certify import CERTIFICATES, CERTIFIED, CLAIMED, INVALID, certify
+from wafopt.run.runner import run
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
@@ -201,7 +200,7 @@ def test_checker_agrees_with_the_method_and_certify_certifies(tmp_path, at_root,
     sol = json.loads(Path(path).read_text())
     assert sol["bound_provenance"] == "certificate" and sol["bound_kind"] == kind
     loaded = load(instance)
-    derived = problem_part(loaded.problem, "certificate").check(loaded.instance, kind, sol["certificate"])
+    derived = CERTIFICATES[loaded.problem].check(loaded.instance, kind, sol["certificate"])
     assert close(derived, sol["bound"]) and sol["bound"] <= sol["objective"]
     report = certify(path)
     assert report.verdict == CERTIFIED, report.lines
@@ -245,7 +244,7 @@ def test_raised_gilmore_lawler_bound_does_not_re_derive(tmp_path, at_root):
 
 def test_unknown_certificate_data_never_tracebacks():
     placement = load(ROOT / "instances/placement/qaplib/nug12.yaml").instance
-    check = problem_part("placement", "certificate").check
+    check = CERTIFICATES["placement"].check
     for data in (None, {}, {"tiles": 3}, {"tiles": {"9x9": {}}}, {"tiles": {"1x1": {"duals": "x"}}},
                  {"tiles": {"1x1": {"duals": [float("nan")] * 10}}}):
         try:
@@ -258,7 +257,7 @@ def test_unknown_certificate_data_never_tracebacks():
 # ---- property tests: certified bounds never exceed a feasible plan's objective --------------------
 
 def bound_and_check(problem: str, instance) -> float:
-    certificate = problem_part(problem, "certificate")
+    certificate = CERTIFICATES[problem]
     bound = certificate.bound(instance)
     assert close(certificate.check(instance, bound.kind, bound.data), bound.value)
     return bound.value

@@ -126,8 +126,8 @@ def test_exponent_numbers_in_yaml(tmp_path, capsys):
 
 def test_solve_help_lists_every_method():
     from wafopt.cli import build_parser
-
-    from wafopt.core.registry import PROBLEMS, methods
+    from wafopt.core.registry import PROBLEMS
+    from wafopt.run.methods import methods
 
     text = build_parser()._subparsers._group_actions[0].choices["solve"].format_help()
     text = " ".join(text.split())
@@ -137,7 +137,8 @@ def test_solve_help_lists_every_method():
 
 def test_readme_lists_every_method(at_root):
 
-    from wafopt.core.registry import PROBLEMS, methods
+    from wafopt.core.registry import PROBLEMS
+    from wafopt.run.methods import methods
 
     readme = (at_root / "README.md").read_text()
     for problem, module in PROBLEMS.items():

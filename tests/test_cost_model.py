@@ -8,12 +8,18 @@ import pytest
 
 from wafopt.cli import main
 from wafopt.core.errors import InstanceError
+from wafopt.costmodel.model import (
+    FULL,
+    STATE_PRESETS,
+    Training,
+    build_workload,
+    parse_training,
+    recompute_row,
+)
+from wafopt.costmodel.operators import build_layer
 from wafopt.hardware.catalog import resolve_llm, resolve_wafer
 from wafopt.problems import evaluate, parse_instance
 from wafopt.problems.plan.layouts import tile_dies
-from wafopt.workload.model import (FULL, STATE_PRESETS, Training, build_workload, parse_training,
-                                   recompute_row)
-from wafopt.workload.operators import build_layer
 
 # A layer small enough to cost by hand: s = 4, b = 1, h = 8, a = 2 heads, ffn 32, t = 2, fp16.
 # Per die: s*b = 4 tokens, s*b*h = 32, h/t = 4 (Q width), K/V width 4, one head, s^2 scores = 16,

@@ -10,12 +10,12 @@ from itertools import permutations
 import numpy as np
 import pytest
 
-from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import MAX_EXACT, integral_bound
+from wafopt.costmodel.schedule import one_f_one_b
 from wafopt.hardware.mesh import Mesh
 from wafopt.problems import evaluate, parse_instance
-from wafopt.workload.schedule import one_f_one_b
+from wafopt.run.runner import run
 
 
 def placement(**fields):

@@ -6,7 +6,13 @@ import math
 import pytest
 
 from wafopt.explore import synthetic
-from wafopt.explore.enumerate import (EdgeConfig, _canonical, edge_config, edge_sequences, enumerate_designs)
+from wafopt.explore.enumerate import (
+    EdgeConfig,
+    _canonical,
+    edge_config,
+    edge_sequences,
+    enumerate_designs,
+)
 from wafopt.explore.run import Explorer, Workload
 from wafopt.explore.space import parse_space
 from wafopt.explore.store import Store

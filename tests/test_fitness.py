@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wafopt.core.budget import SolveOptions
-from wafopt.compose.runner import run
 from wafopt.heuristics.placement import base_descent, descend
 from wafopt.problems import parse_instance
 from wafopt.problems.placement.fitness import Fitness
+from wafopt.run.runner import run
 
 
 def placement(**fields):

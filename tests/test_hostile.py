@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import itertools
 import io
+import itertools
 import json
 import signal
 import time
@@ -493,8 +493,8 @@ def test_a_stage_whose_state_overflows_its_own_dies_is_refused_even_if_the_wafer
 
 
 def test_a_layout_that_fits_only_by_offloading_validates_and_gcmr_realizes_it(tmp_path):
-    from wafopt.compose.runner import run
     from wafopt.core.budget import SolveOptions
+    from wafopt.run.runner import run
 
     loaded = parse_instance(tiny(0.212))  # stage 1 needs 0.214 GB per die with full recomputation
     work = loaded.instance.workload()

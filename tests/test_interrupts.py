@@ -20,16 +20,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from wafopt.compose import runner
 from wafopt.core.budget import SolveOptions, Stopped
-from wafopt.core.registry import PROBLEMS, methods
+from wafopt.core.registry import PROBLEMS
 from wafopt.core.result import MethodResult
 from wafopt.core.solution import Solution
 from wafopt.problems import evaluate, load
 from wafopt.problems.evaluation import Evaluation
 from wafopt.problems.recompute.instance import generate
+from wafopt.run import runner
+from wafopt.run.methods import methods
 
 ROOT = Path(__file__).resolve().parent.parent
 CTRL_C_S = 2.0          # Ctrl-C: the process ends within this of the signal

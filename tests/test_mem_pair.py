@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from wafopt.core.errors import InstanceError
-from wafopt.problems import evaluate
-from wafopt.problems import Loaded, load, parse_instance
-from wafopt.problems.mem_pair.instance import Helper, MemPairInstance, Sender, generate, to_mapping
-from wafopt.hardware.mesh import Mesh
-from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.hardware.mesh import Mesh
+from wafopt.problems import Loaded, evaluate, load, parse_instance
+from wafopt.problems.mem_pair.instance import (
+    Helper,
+    MemPairInstance,
+    Sender,
+    generate,
+    to_mapping,
+)
+from wafopt.run.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "instances" / "mem_pair" / "mp-example.yaml"

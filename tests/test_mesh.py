@@ -1,7 +1,8 @@
 """Mesh distances, XY routes and link loads on small meshes, checked by hand."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wafopt.core.errors import InstanceError
 from wafopt.hardware.mesh import UNREACHABLE, Mesh

@@ -9,8 +9,8 @@ import yaml
 
 import wafopt
 from wafopt.core.numeric import at_most
-from wafopt.problems.plan.instance import Parallel
-from wafopt.problems.plan.layout_bound import layout_bound
+from wafopt.costmodel.scenario import Parallel
+from wafopt.planner.bound import layout_bound
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,8 +40,8 @@ def test_the_evaluator_rejects_recomputation_when_forbidden():
 
 
 def test_gcmr_and_the_planner_keep_every_activation_and_offload_when_forbidden():
-    from wafopt.compose.planner.compose import pooled_recompute
     from wafopt.core.budget import SolveOptions
+    from wafopt.planner.compose import pooled_recompute
 
     layout = {"tp": 14, "pp": 4, "dp": 1}
     forbidden = wafopt.load(scenario("llama3-70b-config3-search.yaml", False, layout))

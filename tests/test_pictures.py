@@ -11,11 +11,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from wafopt.compose.runner import run  # noqa: E402
 from wafopt.core.budget import SolveOptions  # noqa: E402
-from wafopt.problems import load  # noqa: E402
 from wafopt.present.pictures import DRAW, draw_recompute, draw_routing, save_picture  # noqa: E402
 from wafopt.present.show import show  # noqa: E402
+from wafopt.problems import load  # noqa: E402
+from wafopt.run.runner import run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTANCES = [p for p in sorted((ROOT / "instances").rglob("*.yaml"))     # the problems with a picture

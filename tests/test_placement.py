@@ -6,14 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from wafopt.core.errors import InstanceError
-from wafopt.problems import evaluate
-from wafopt.problems import load, parse_instance
-from wafopt.compose.runner import run
-from wafopt.core.budget import SolveOptions
-
 from placement_helpers import TOL, brute_force, chain, loaded
+
+from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems import evaluate, load, parse_instance
+from wafopt.run.runner import run
 
 
 def solve(lo, method, **kw):

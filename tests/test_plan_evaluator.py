@@ -2,11 +2,11 @@
 
 import pytest
 
-from wafopt.core.errors import InstanceError
-from wafopt.problems import evaluate
-from wafopt.problems import parse_instance
-from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.costmodel.scenario import Choice
+from wafopt.problems import evaluate, parse_instance
+from wafopt.run.runner import run
 
 TINY = {
     "problem": "plan",
@@ -191,7 +191,7 @@ def test_a_non_uniform_split_is_timed_by_hand(scenario):
     """layers [3, 1]: stage 0 runs the embedding and 3 layers, stage 1 one layer and the LM head."""
     even = evaluate("plan", scenario, plan(layers=[2, 2]))
     assert even.objective == evaluate("plan", scenario, plan()).objective   # the default is the even split
-    w = scenario.workload(None, None, [3, 1])
+    w = scenario.workload(Choice(layers=[3, 1]))
     s0, s1 = w.stages
     assert (s0.layers, s1.layers, s1.first_layer) == (3, 1, 3)
     two = scenario.workload()   # [2, 2]: one layer moved adds one layer's compute to stage 0, takes it from 1
@@ -232,7 +232,7 @@ def test_the_micro_batch_size_must_be_one_the_scenario_allows():
     one, three = evaluate("plan", sc, plan(micro_batch=1)), evaluate("plan", sc, plan(micro_batch=3))
     assert one.feasible and three.feasible
     assert (one.details["microbatches"], three.details["microbatches"]) == (3, 1)
-    w = sc.workload(None, None, None, 3)
+    w = sc.workload(Choice(micro_batch=3))
     s0, s1 = w.stages
     send = w.p2p_bytes / 1e12   # m = 1: F0 on stage 0, the send, F0 B0 on stage 1, the send back, B0
     end = s0.fwd_s + send + s1.fwd_s + s1.bwd_s + send + s0.bwd_s

@@ -15,11 +15,17 @@ import pytest
 import wafopt
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, close
+from wafopt.costmodel.operators import SCHEMES
+from wafopt.costmodel.scenario import Choice, Fixed
+from wafopt.planner.bound import (
+    layout_bound,
+    layout_choices,
+    layout_space,
+    quick_bound,
+    refine,
+)
 from wafopt.problems import evaluate, load, parse_instance
-from wafopt.problems.plan.instance import Fixed
-from wafopt.problems.plan.layout_bound import layout_bound, layout_choices, layout_space, quick_bound, refine
 from wafopt.problems.plan.layouts import serpentine_slots, tile_dies, tile_shapes
-from wafopt.workload.operators import SCHEMES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -233,7 +239,7 @@ def random_plan(scenario, par, rng, micro_batch=None, split=None):
     else:
         schemes = [SCHEMES[int(rng.integers(len(SCHEMES)))]] * par.pp
     layers = (split or random_split(scenario.llm.layers, par.pp, rng)) if rng.random() < 0.5 else None
-    work = scenario.workload(par, tuple(schemes), layers, micro_batch)
+    work = scenario.workload(Choice(par, tuple(schemes), micro_batch, layers))
     recompute = []
     for st in work.stages:
         if rng.random() < 0.15:
@@ -346,7 +352,7 @@ def test_layouts_that_cannot_fit_even_pooled_are_infeasible_for_every_plan():
 # --- workers, faults, certificate -------------------------------------------------------------------
 
 def test_one_and_two_workers_give_the_same_result():
-    from wafopt.compose.runner import run
+    from wafopt.run.runner import run
 
     loaded = tiny()
     one = run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=1))
@@ -370,8 +376,8 @@ def test_a_short_limit_still_ends_with_a_plan():
 
 
 def test_the_first_plan_is_the_megatron_baseline_on_a_least_bound_layout():
-    from wafopt.compose.planner import FIRST_PLAN_LAYOUTS, Search, first_plan
-    from wafopt.problems.plan.layout_bound import space_bounds, tighten
+    from wafopt.planner import FIRST_PLAN_LAYOUTS, Search, first_plan
+    from wafopt.planner.bound import space_bounds, tighten
 
     scenario = load(ROOT / "instances/plan/llama3-405b-16x16.yaml").instance
     options = SolveOptions(quiet=True).start()
@@ -479,7 +485,7 @@ def test_cli_plans_a_scenario_without_parallel_and_prints_the_candidates(tmp_pat
 
 
 def test_the_elite_share_is_a_knob_and_every_share_keeps_the_planners_guarantees():
-    from wafopt.compose.runner import run
+    from wafopt.run.runner import run
 
     loaded = tiny(tp=2, pp=4)
     results = {}
@@ -503,7 +509,7 @@ def test_planner_is_never_worse_than_megatron_or_gcmr_on_a_fixed_layout():
 
 def test_a_dask_cluster_gives_the_same_result_as_a_serial_run():
     distributed = pytest.importorskip("distributed")
-    from wafopt.compose.runner import run
+    from wafopt.run.runner import run
 
     loaded = tiny()
     serial = run(loaded, "plan", SolveOptions(seed=5, quiet=True, workers=1))
@@ -550,7 +556,7 @@ def test_ctrl_c_stops_the_planner_within_2_s_and_writes_a_certifiable_plan(tmp_p
 
 def test_ablation_steps_never_lose_what_the_steps_before_found(capsys, tmp_path):
     from wafopt.cli import main
-    from wafopt.compose.planner.ablation import STEPS, ablation
+    from wafopt.planner.ablation import STEPS, ablation
 
     rows = ablation(tiny().instance, SolveOptions(time_limit=60, quiet=True).start())
     assert [r.step for r in rows] == list(STEPS)
@@ -565,7 +571,7 @@ def test_ablation_steps_never_lose_what_the_steps_before_found(capsys, tmp_path)
 
 @pytest.mark.slow
 def test_splits_and_micro_batch_sizes_give_the_same_result_with_two_workers(tmp_path):
-    from wafopt.compose.runner import run
+    from wafopt.run.runner import run
 
     loaded = splits_scenario()
     one = run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=1))

@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wafopt.problems.placement import qaplib
-from wafopt.core.errors import InstanceError
-from wafopt.problems import evaluate
-from wafopt.problems import load, parse_instance
-from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems import evaluate, load, parse_instance
+from wafopt.problems.placement import qaplib
+from wafopt.run.runner import run
 
 QAPLIB = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "qaplib"
 SHIPPED = Path(__file__).resolve().parents[1] / "instances" / "placement" / "qaplib"

@@ -8,12 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from wafopt.core.errors import InstanceError
-from wafopt.problems import evaluate
-from wafopt.problems import Loaded, load, parse_instance
-from wafopt.problems.recompute.instance import RecomputeInstance, Stage, Unit, from_scenario, generate, to_mapping
-from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems import Loaded, evaluate, load, parse_instance
+from wafopt.problems.recompute.instance import (
+    RecomputeInstance,
+    Stage,
+    Unit,
+    from_scenario,
+    generate,
+    to_mapping,
+)
+from wafopt.run.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "instances" / "recompute" / "rc-example-local.yaml"

@@ -6,13 +6,12 @@ import itertools
 
 import pytest
 
-from wafopt.core.errors import InstanceError
-from wafopt.problems import evaluate
-from wafopt.problems import parse_instance
-from wafopt.problems.routing.instance import flows_for_groups
-from wafopt.hardware.mesh import Mesh
-from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.hardware.mesh import Mesh
+from wafopt.problems import evaluate, parse_instance
+from wafopt.problems.routing.instance import flows_for_groups
+from wafopt.run.runner import run
 
 
 def loaded(flows, rows=3, cols=3, detour=0, faulty_dies=(), faulty_links=(), bandwidth=1.0):

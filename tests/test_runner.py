@@ -2,11 +2,11 @@
 
 import sys
 
-from wafopt.compose import runner
-from wafopt.core.registry import loads
-from wafopt.problems import load
-from wafopt.core.result import MethodResult
 from wafopt.core.budget import SolveOptions
+from wafopt.core.registry import loads
+from wafopt.core.result import MethodResult
+from wafopt.problems import load
+from wafopt.run import runner
 
 EXAMPLE = "instances/mem_pair/mp-example.yaml"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from wafopt.compose.certify import CERTIFIED, CLAIMED, certify
 from wafopt.problems import load
+from wafopt.run.certify import CERTIFIED, CLAIMED, certify
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = sorted(p for ext in ("yaml", "yml", "json") for p in (ROOT / "instances").rglob(f"*.{ext}"))

@@ -13,13 +13,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wafopt.cli import main
+from wafopt.costmodel.plan import plan_tasks
+from wafopt.costmodel.tasks import (
+    Block,
+    Comm,
+    Compute,
+    Flow,
+    Offload,
+    PlanTasks,
+    StageTasks,
+    compute_seconds,
+)
 from wafopt.problems import load
 from wafopt.problems.plan.evaluate import evaluate
-from wafopt.problems.plan.tasks import plan_tasks
 from wafopt.simulate.calibrate import random_plans, shipped_scenarios
 from wafopt.simulate.engine import MemoryOverflow, simulate
 from wafopt.simulate.flows import max_min_rates
-from wafopt.workload.tasks import Block, Comm, Compute, Flow, Offload, PlanTasks, StageTasks, compute_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = [p for p in sorted((ROOT / "solutions").glob("*.json"))
@@ -278,7 +287,7 @@ def test_cli_bad_input_exits_2(argv, capsys):
 # benchmarks (pytest -m slow -s): times are printed, not asserted
 # --------------------------------------------------------------------------------------------
 def _llama405_plan():
-    from wafopt.problems.plan.instance import Fixed, Parallel
+    from wafopt.costmodel.scenario import Fixed, Parallel
     from wafopt.problems.plan.layouts import place_serpentine
 
     base = load(ROOT / "instances" / "plan" / "llama3-405b-16x16.yaml").instance

@@ -4,8 +4,8 @@ import pyomo.environ as pyo
 import pytest
 from ortools.sat.python import cp_model
 
-from wafopt.solvers.backends import solve_cpsat, solve_pyomo
 from wafopt.core.budget import SolveOptions
+from wafopt.solvers.backends import solve_cpsat, solve_pyomo
 
 
 def _tiny_model():
@@ -102,8 +102,8 @@ def test_other_solver_solves_and_is_reported(name):
 @pytest.mark.parametrize("name", OTHER_SOLVERS)
 def test_tatp_milp_reports_the_solver_asked_for(name):
     """Even when the start plan is optimal and no MILP is solved, the result names the asked solver."""
-    from wafopt.compose.runner import run
     from wafopt.problems import parse_instance
+    from wafopt.run.runner import run
 
     lo = parse_instance({"problem": "tatp", "mesh": {"rows": 2, "cols": 4}, "group_size": 4, "groups": 2}, "t.yaml")
     result = run(lo, "milp", SolveOptions(quiet=True, solver=name))

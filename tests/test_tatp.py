@@ -7,11 +7,10 @@ from functools import lru_cache
 
 import pytest
 
-from wafopt.core.errors import InstanceError
-from wafopt.problems import evaluate
-from wafopt.problems import parse_instance
-from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
+from wafopt.core.errors import InstanceError
+from wafopt.problems import evaluate, parse_instance
+from wafopt.run.runner import run
 
 
 def loaded(rows, cols, N, G, faulty_dies=(), faulty_links=()):

@@ -4,10 +4,18 @@ import dataclasses
 
 import pytest
 
-from wafopt.hardware.catalog import resolve_llm, resolve_wafer
 from wafopt.core.errors import InstanceError
-from wafopt.workload.model import (FULL, STATE_PRESETS, StageWorkload, Training, Workload, build_workload,
-                                   parse_training, split_layers)
+from wafopt.costmodel.model import (
+    FULL,
+    STATE_PRESETS,
+    StageWorkload,
+    Training,
+    Workload,
+    build_workload,
+    parse_training,
+    split_layers,
+)
+from wafopt.hardware.catalog import resolve_llm, resolve_wafer
 
 S, B, H, A, L, V = 2048, 1, 12288, 96, 96, 50257   # GPT-3 175B (Korthikanti et al. Table 3)
 SBH = S * B * H

@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from wafopt.compose.derive import derive
-from wafopt.compose.runner import run
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
+from wafopt.core.files import display_path
 from wafopt.core.numeric import finite
-from wafopt.core.registry import method_function
 from wafopt.core.result import Bound, Status
 from wafopt.core.solution import Solution, read_solution
-from wafopt.core.files import display_path
 from wafopt.problems import Evaluation, Loaded, parse_instance
 from wafopt.problems import evaluate as evaluate_plan
 from wafopt.problems import load as load_file
+from wafopt.run.methods import DEFAULT_METHODS, method_function, methods
+from wafopt.run.runner import run
 
 Instance = Loaded  # a parsed instance file: .problem, .instance, .name, .known_optimum
 
@@ -140,12 +140,11 @@ def solve(instance: Instance | str | Path | Mapping, method: str, *, problem: st
 
 
 def applicable(instance: Instance, method: str) -> bool:
-    return method in instance.methods
+    return method in methods(instance.problem)
 
 
 def default_methods(instance: Instance) -> list[str]:
-    module = instance.module
-    return list(getattr(module, "DEFAULT_METHODS", module.METHODS))
+    return list(DEFAULT_METHODS[instance.problem])
 
 
 def compare(instance: Instance | str | Path | Mapping, methods: list[str] | None = None, *,
@@ -168,7 +167,7 @@ def certify(solution: str | Path | Result | Solution, instance: str | Path | Non
             resolve: bool = False, time_limit: float | None = None):
     """Re-check a solution without trusting it (see `wafopt certify`): returns the report with
     `.verdict` (certified, claimed or invalid), the certified bound and gap, and its lines."""
-    from wafopt.compose.certify import certify as certify_file
+    from wafopt.run.certify import certify as certify_file
 
     if isinstance(solution, Result):
         solution = solution.solution

@@ -19,8 +19,15 @@ import threading
 from pathlib import Path
 
 from wafopt import __version__
-from wafopt.core.errors import (EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_NO_PLAN,
-                               EXIT_OK, InstanceError)
+from wafopt.core.errors import (
+    EXIT_INFEASIBLE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_NO_PLAN,
+    EXIT_OK,
+    InstanceError,
+)
 
 
 def _fmt(value, digits: int = 6) -> str:
@@ -64,7 +71,8 @@ def _add_solve_options(p: argparse.ArgumentParser) -> None:
 
 def _methods_help() -> str:
     """'problem: method, method; ...' from the problem registry."""
-    from wafopt.core.registry import PROBLEMS, methods
+    from wafopt.core.registry import PROBLEMS
+    from wafopt.run.methods import methods
 
     return "; ".join(f"{p}: {', '.join(methods(p))}" for p in PROBLEMS)
 
@@ -100,8 +108,8 @@ def _run_and_save(loaded, method: str, options, write: bool = True, out: str | N
     """Run a method with its progress on stderr, then write its solution (`write`), Ctrl-C noted
     until it is written. Returns (result, path written, note of save, interrupted)."""
     from wafopt.api import Result, save
-    from wafopt.compose.runner import run
     from wafopt.present.progress import console_progress
+    from wafopt.run.runner import run
 
     path, note = None, None
     with _ctrl_c_noted(options) as late_ctrl_c:
@@ -173,8 +181,9 @@ class Solve(Command):
 
     def run(self, args):
         from wafopt.api import check_warm_start
-        from wafopt.core.registry import load_libraries, method_function
+        from wafopt.core.registry import load_libraries
         from wafopt.core.solution import read_solution
+        from wafopt.run.methods import method_function
 
         loaded = _load(args.instance, args.problem)
         if args.method is None:
@@ -236,7 +245,7 @@ class Ablation(Command):
         p.add_argument("--markdown", action="store_true", help="the table as Markdown (for docs/)")
 
     def run(self, args):
-        from wafopt.compose.planner.ablation import ablation
+        from wafopt.planner.ablation import ablation
 
         code = EXIT_OK
         for path in args.scenarios:
@@ -284,7 +293,8 @@ class Compare(Command):
     def run(self, args):
         from wafopt.api import applicable, default_methods
         from wafopt.core.numeric import relative_gap
-        from wafopt.core.registry import PROBLEMS, methods as methods_of
+        from wafopt.core.registry import PROBLEMS
+        from wafopt.run.methods import methods as methods_of
 
         extra = [k.strip() for k in args.details.split(",") if k.strip()]
         asked = None if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -405,7 +415,7 @@ class Certify(Command):
                        help="seconds for --resolve (default: 60)")
 
     def run(self, args):
-        from wafopt.compose.certify import certify
+        from wafopt.run.certify import certify
 
         if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
             raise InstanceError(f"must be a positive number of seconds, got {args.time_limit}", "--time-limit")
@@ -428,8 +438,8 @@ class Evaluate(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        from wafopt.problems import evaluate
         from wafopt.core.files import read_mapping
+        from wafopt.problems import evaluate
 
         loaded = _load(args.instance, args.problem)
         data, _ = read_mapping(args.plan)
@@ -507,8 +517,8 @@ class TatpReport(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        from wafopt.problems import problem_module
-        from wafopt.compose.tatp_report import render, report
+        from wafopt.run.methods import methods as methods_of
+        from wafopt.run.tatp_report import render, report
 
         loaded = _load(args.scenario)
         if loaded.problem != "plan":
@@ -521,7 +531,7 @@ class TatpReport(Command):
             if not routing:
                 raise InstanceError(f"expected mapping+routing, got {item!r}", "--combos")
             for problem, method in (("tatp", mapping), ("routing", routing)):
-                known = problem_module(problem).METHODS
+                known = methods_of(problem)
                 if method not in known:
                     raise InstanceError(f"unknown {problem} method {method!r} (available: {', '.join(known)})",
                                         "--combos")
@@ -551,8 +561,8 @@ class WorkloadTable(Command):
     def run(self, args):
         from dataclasses import replace
 
-        from wafopt.workload.model import parse_training
-        from wafopt.workload.report import render_report, workload_report
+        from wafopt.costmodel.model import parse_training
+        from wafopt.costmodel.report import render_report, workload_report
 
         loaded = _load(args.scenario)
         if loaded.problem != "plan":
@@ -661,7 +671,7 @@ class Export(Command):
 
     def run(self, args):
         from wafopt.core.budget import SolveOptions
-        from wafopt.core.registry import method_function
+        from wafopt.run.methods import method_function, methods
         from wafopt.solvers.backends import ModelExport
 
         fmt = args.format or self.FORMATS[args.model][0]
@@ -669,7 +679,7 @@ class Export(Command):
             raise InstanceError(f"{args.model} is written as {' or '.join(self.FORMATS[args.model])}, not {fmt}",
                                 "--format")
         loaded = _load(args.instance, args.problem)
-        if args.model not in loaded.methods:
+        if args.model not in methods(loaded.problem):
             raise InstanceError(f"problem {loaded.problem} has no {args.model} model", "--model")
         out = args.out or f"{Path(args.instance).stem}.{args.model}.{fmt}"
         export = ModelExport(out, fmt)
@@ -745,7 +755,11 @@ class Calibrate(Command):
         p.add_argument("--quiet", action="store_true")
 
     def run(self, args):
-        from wafopt.simulate.calibrate import calibrate, render_markdown, write_calibration
+        from wafopt.simulate.calibrate import (
+            calibrate,
+            render_markdown,
+            write_calibration,
+        )
         from wafopt.simulate.report import plan_producer
 
         if not 0 <= args.plans <= 10_000:

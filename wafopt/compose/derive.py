@@ -26,7 +26,8 @@ def kernel_of(scenario, problem: str, placement: dict | None = None, recompute: 
         return problem_module("recompute").from_scenario(scenario, placement)
     if problem == "mem_pair":
         from wafopt.heuristics.recompute import dp_plan
-        from wafopt.problems.recompute.instance import from_scenario as recompute_kernel, plan_recompute
+        from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
+        from wafopt.problems.recompute.instance import plan_recompute
 
         placement = placement if placement is not None else default_placement(scenario)
         if recompute is None:

@@ -5,7 +5,7 @@ exact method profits from a heuristic, the wrapper here runs the heuristic on a 
 budget (`options.sub`) and hands its plan to the model as data (`options.warm_start`; `replace`
 keeps the shared Budget, so incumbents and Ctrl-C still reach the runner), or, where the exact
 algorithm calls a heuristic inside its own loop, passes the heuristic in as a function.
-The METHODS tables of the problems name these wrappers.
+The table at the end names them as the methods of their problems.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from wafopt.compose import gcmr
 from wafopt.core.budget import SolveOptions
 from wafopt.core.registry import CP_SAT, HIGHS, PYOMO_HIGHS, SCIPY, loads
 from wafopt.core.result import MethodResult
@@ -215,3 +216,16 @@ def routing_cpsat(instance, options: SolveOptions) -> MethodResult:
     from wafopt.models.routing import solve_cpsat
 
     return solve_cpsat(instance, _routing_start(instance, options))
+
+
+
+# --- the table: `--method NAME` of each problem that this layer owns (wafopt.run.methods gathers) ---
+
+METHODS = {
+    "placement": {"rlt1": placement_rlt1, "milp": placement_milp, "cpsat": placement_cpsat, "bnb": placement_bnb},
+    "recompute": {"milp": recompute_milp, "cpsat": recompute_cpsat},
+    "mem_pair": {"milp": mem_pair_milp, "cpsat": mem_pair_cpsat},
+    "tatp": {"cpsat": tatp_cpsat, "milp": tatp_milp},
+    "routing": {"milp": routing_milp, "cpsat": routing_cpsat},
+    "plan": {"uniform": gcmr.solve_uniform, "gcmr": gcmr.solve_gcmr},
+}

@@ -31,3 +31,7 @@ def one_short_line(text: str) -> str:
 
 class CertificateError(ValueError):
     """A bound's certificate does not prove it: `certify` reports the solution invalid."""
+
+
+class PlanError(Exception):
+    """Raised inside evaluators for a plan whose structure cannot be read; becomes a violation."""

@@ -20,14 +20,26 @@ from pathlib import Path
 import yaml
 from yaml.composer import ComposerError
 from yaml.constructor import SafeConstructor
-from yaml.events import (AliasEvent, MappingEndEvent, ScalarEvent, SequenceEndEvent, SequenceStartEvent,
-                         StreamEndEvent)
+from yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
 from wafopt.core.errors import InstanceError
-from wafopt.core.limits import (MAX_DEPTH, MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_JSON_NODES, MAX_VALUE_CHARS,
-                                MAX_YAML_NODES)
+from wafopt.core.limits import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_INT_DIGITS,
+    MAX_JSON_NODES,
+    MAX_VALUE_CHARS,
+    MAX_YAML_NODES,
+)
 
 try:  # libyaml parses; composition stays in Python so that the guards below see every node
     from yaml._yaml import CParser as _Parser

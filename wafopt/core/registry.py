@@ -1,7 +1,7 @@
-"""The registries: problem name -> its package, and method names -> "module:function" strings.
+"""Problem name -> its package, and the libraries a method loads before its clock starts.
 
-Methods are named by strings and resolved at call time, so a problem's schema never imports the
-solvers and heuristics that solve it (the layers stay one-way).
+The method tables (name -> function) belong to the layers that own the methods and are gathered
+above them, in wafopt.run.methods.
 """
 
 from __future__ import annotations
@@ -29,18 +29,8 @@ def problem_part(problem: str, part: str):
 
 
 def problem_module(problem: str):
-    """The schema module of a problem: parse, METHODS, DEFAULT_METHODS, OBJECTIVE, summary."""
+    """The instance module of a problem: parse, OBJECTIVE, summary."""
     return problem_part(problem, "instance")
-
-
-def methods(problem: str) -> dict[str, str]:
-    return problem_module(problem).METHODS
-
-
-def resolve(target: str):
-    """'package.module:function' -> the function."""
-    module, _, name = target.partition(":")
-    return getattr(import_module(module), name)
 
 
 # libraries a method imports when it runs (each takes 0.1-0.6 s to import the first time)
@@ -63,11 +53,3 @@ def loads(*modules: str):
 def load_libraries(fn) -> None:
     for module in getattr(fn, "libraries", ()):
         import_module(module)
-
-
-def method_function(problem: str, method: str):
-    table = methods(problem)
-    if method not in table:
-        raise InstanceError(f"unknown method {method!r} for problem {problem} "
-                            f"(available: {', '.join(table)})", "--method")
-    return resolve(table[method])

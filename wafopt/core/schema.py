@@ -11,13 +11,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.files import excerpt, field_path
-from wafopt.core.limits import (MAX_AMOUNT, MAX_DIES, MAX_NAME_CHARS, MAX_SECONDS, MAX_TEXT_CHARS, MAX_VOLUME,
-                                MIN_RATE)
+from wafopt.core.limits import (
+    MAX_AMOUNT,
+    MAX_DIES,
+    MAX_NAME_CHARS,
+    MAX_SECONDS,
+    MAX_TEXT_CHARS,
+    MAX_VOLUME,
+    MIN_RATE,
+)
 
 _SPECS: dict[str, type["Spec"]] = {}  # class name -> Spec, for the noun of a shape in messages
 

@@ -19,7 +19,7 @@ DEFAULT_EPSILON = 0.10  # used only when no calibration has been recorded; said 
 
 def load_workloads(loaded: LoadedSpace) -> list[Workload]:
     from wafopt.core.files import read_mapping
-    from wafopt.workload.model import parse_training
+    from wafopt.costmodel.model import parse_training
 
     out = []
     for w in loaded.space.workloads:
@@ -81,8 +81,8 @@ def _result(feasible: bool, bound=None, value=None, plan=None, note: str = "") -
 
 def _plan(scenario, seconds: float, seed: int, ga: bool = True) -> dict:
     """The joint planner on the scenario: (analytic value, certified bound, plan)."""
-    from wafopt.compose.planner import solve_planner
     from wafopt.core.budget import SolveOptions
+    from wafopt.planner import solve_planner
     from wafopt.problems import evaluate as evaluate_plan
 
     options = SolveOptions(time_limit=seconds, seed=seed, quiet=True).start()
@@ -101,10 +101,10 @@ def _fast(scenario, seed: int) -> dict:
     (placement, recomputation, offloading; no layout search, no GA) on the layouts of least bound:
     a feasible plan in about a second, evaluated analytically. (The Megatron baseline alone finds
     no plan on most wafers of small dies: it neither offloads nor tiles odd tensor-parallel sizes.)"""
-    from wafopt.compose.planner.compose import compose_layout
     from wafopt.core.budget import SolveOptions
+    from wafopt.planner.bound import layout_bound, plan_bound, space_bounds, tighten
+    from wafopt.planner.compose import compose_layout
     from wafopt.problems import evaluate as evaluate_plan
-    from wafopt.problems.plan.layout_bound import layout_bound, plan_bound, space_bounds, tighten
 
     options = SolveOptions(time_limit=FAST_TRIES * FAST_S, seed=seed, quiet=True).start()
     bounds = space_bounds(scenario)
@@ -151,7 +151,7 @@ def _evaluate(task: dict) -> dict:
     except BadInput as exc:  # the model cannot fit this wafer even in pooled memory
         return _result(False, note=str(exc)[:200])
     if fidelity == "F0":
-        from wafopt.problems.plan.layout_bound import plan_bound, space_bounds
+        from wafopt.planner.bound import plan_bound, space_bounds
 
         best = plan_bound(space_bounds(scenario))
         if best is None:
@@ -162,7 +162,7 @@ def _evaluate(task: dict) -> dict:
     if fidelity == "F2":
         return _plan(scenario, task["budget"], task["seed"])
     if fidelity == "F3":
-        from wafopt.problems.plan.tasks import plan_tasks
+        from wafopt.costmodel.plan import plan_tasks
         from wafopt.simulate.engine import MemoryOverflow, simulate
 
         try:

@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from wafopt.core.numeric import at_most
-from wafopt.explore.enumerate import Design, enumerate_designs, pareto
+from wafopt.explore.enumerate import Design, enumerate_designs
 from wafopt.explore.space import LoadedSpace
 from wafopt.explore.store import Store, task_key
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 
-from wafopt.problems import evaluate
-from wafopt.problems.plan.instance import Scenario
-from wafopt.problems.plan.layouts import serpentine_plans
-from wafopt.core.result import MethodResult
 from wafopt.core.budget import SolveOptions
+from wafopt.core.result import MethodResult
+from wafopt.costmodel.scenario import Scenario
+from wafopt.problems import evaluate
+from wafopt.problems.plan.layouts import serpentine_plans
 
 
 def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:

@@ -10,10 +10,10 @@ there is none.
 
 from __future__ import annotations
 
+from wafopt.core.budget import SolveOptions
+from wafopt.core.result import MethodResult
 from wafopt.problems.mem_pair.instance import MemPairInstance
 from wafopt.problems.mem_pair.plans import plan_of
-from wafopt.core.result import MethodResult
-from wafopt.core.budget import SolveOptions
 
 
 def greedy_chunks(inst: MemPairInstance) -> dict[tuple[int, int], int] | None:

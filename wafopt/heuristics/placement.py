@@ -11,12 +11,12 @@ import time
 
 import numpy as np
 
+from wafopt.core.budget import SolveOptions, never
 from wafopt.core.numeric import at_most, tolerance
+from wafopt.core.registry import PYMOO, loads
+from wafopt.core.result import MethodResult
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
-from wafopt.core.result import MethodResult
-from wafopt.core.budget import SolveOptions, never
-from wafopt.core.registry import PYMOO, loads
 
 
 def base_descent(fit: Fitness, perm: np.ndarray, deadline: float | None = None, stop=never) -> np.ndarray:

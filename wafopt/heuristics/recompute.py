@@ -26,14 +26,14 @@ import time
 
 import numpy as np
 
-from wafopt.problems.recompute.evaluate import MEMORY_TOLERANCE
-from wafopt.problems.recompute.certificate import bound as relaxation_bound
-from wafopt.problems.recompute.instance import RecomputeInstance
-from wafopt.problems.recompute.plans import plan_of
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, tolerance
 from wafopt.core.result import MethodResult
-from wafopt.workload.schedule import one_f_one_b
+from wafopt.costmodel.schedule import one_f_one_b
+from wafopt.problems.recompute.certificate import bound as relaxation_bound
+from wafopt.problems.recompute.evaluate import MEMORY_TOLERANCE
+from wafopt.problems.recompute.instance import RecomputeInstance
+from wafopt.problems.recompute.plans import plan_of
 
 MAX_UNITS = 2000         # coarse quanta of the pooled budget table (stage DP)
 MAX_STAGE_UNITS = 50000  # fine quanta of one stage's knapsack table

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import time
 
-from wafopt.hardware.mesh import Die, Link
+from wafopt.core.budget import SolveOptions, never
 from wafopt.core.numeric import close
 from wafopt.core.result import MethodResult
+from wafopt.hardware.mesh import Die, Link
 from wafopt.problems.routing.certificate import endpoint
 from wafopt.problems.routing.plans import routes_plan, xy_routes
-from wafopt.core.budget import SolveOptions, never
 
 MAX_ITERATIONS = 10_000   # TCME iteration cap (one accepted reroute per iteration)
 

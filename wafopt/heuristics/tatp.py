@@ -15,12 +15,12 @@ from typing import Sequence
 
 import numpy as np
 
-from wafopt.problems.tatp.certificate import ring_floor
-from wafopt.problems.tatp.plans import groups_plan, snake_groups, total_cost
-from wafopt.hardware.mesh import Die, Mesh
-from wafopt.core.result import MethodResult
 from wafopt.core.budget import SolveOptions, never
 from wafopt.core.registry import PYMOO, loads
+from wafopt.core.result import MethodResult
+from wafopt.hardware.mesh import Die, Mesh
+from wafopt.problems.tatp.certificate import ring_floor
+from wafopt.problems.tatp.plans import groups_plan, snake_groups, total_cost
 
 RING_SEARCH_NODES = 20_000   # DFS nodes per threshold when ordering one ring
 PACKING_NODES = 200_000      # DFS nodes per mesh orientation when packing blocks
@@ -476,12 +476,12 @@ def ga(instance, options: SolveOptions) -> MethodResult:
     """Permutation GA (order crossover, inversion mutation): the first G*N dies of a permutation,
     cut into G chunks, are the rings in chunk order. Seeded with the snake and tiles mappings;
     the best individual's rings are re-ordered and improved by local search."""
+    from importlib.metadata import version
+
     from pymoo.algorithms.soo.nonconvex.ga import GA
     from pymoo.core.problem import Problem
     from pymoo.operators.crossover.ox import OrderCrossover
     from pymoo.operators.mutation.inversion import InversionMutation
-    from pymoo.operators.sampling.rnd import PermutationRandomSampling
-    from importlib.metadata import version
 
     mesh, N, G, floor = instance.mesh, instance.group_size, instance.groups, instance.ring_lower_bound
     started = time.monotonic()

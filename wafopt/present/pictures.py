@@ -17,14 +17,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from wafopt.present.draw import Arrow, draw_bars, draw_lines, draw_mesh, mesh_figure_size, save_figure, si
+from wafopt.present.draw import (
+    Arrow,
+    draw_bars,
+    draw_lines,
+    draw_mesh,
+    mesh_figure_size,
+    save_figure,
+    si,
+)
 
 MAX_ARROWS = 24   # offload arrows of a plan picture beyond which only the largest are drawn
 
 if TYPE_CHECKING:
+    from wafopt.costmodel.scenario import Scenario
     from wafopt.problems.mem_pair.instance import MemPairInstance
     from wafopt.problems.placement.instance import PlacementInstance
-    from wafopt.problems.plan.instance import Scenario
     from wafopt.problems.recompute.instance import RecomputeInstance
     from wafopt.problems.routing.instance import RoutingInstance
     from wafopt.problems.tatp.instance import TatpInstance

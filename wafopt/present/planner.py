@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 INFEASIBLE_REASONS = (("model state", "model state over a die's DRAM"),
                       ("keeps at least", "state, gradients and buffers over a die's DRAM"),
                       ("full recomputation", "over the pooled DRAM even with full recomputation"),

@@ -73,7 +73,13 @@ class LevelProgress:
     def __init__(self, console: Console | None = None, every_s: float = 10.0):
         import sys
 
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.console = console or Console(file=PROGRESS_STREAM or sys.stderr, stderr=True)
         self.every_s = every_s

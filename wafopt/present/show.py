@@ -7,8 +7,9 @@ from pathlib import Path
 import yaml
 
 from wafopt.compose.derive import derive
-from wafopt.problems import load
 from wafopt.core.solution import is_solution_file, read_solution
+from wafopt.problems import load
+from wafopt.run.methods import methods
 
 
 def show(target: str, problem: str | None = None, png: str | None = None) -> dict:
@@ -41,7 +42,7 @@ def show(target: str, problem: str | None = None, png: str | None = None) -> dic
     module = loaded.module
     if hasattr(module, "summary"):
         info["summary"] = module.summary(loaded.instance)
-    info["methods"] = list(module.METHODS)
+    info["methods"] = list(methods(loaded.problem))
     if png:
         from wafopt.present.pictures import DRAW, save_picture
 

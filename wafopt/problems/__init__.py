@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wafopt.core.errors import InstanceError
+from wafopt.core.errors import InstanceError, PlanError
 from wafopt.core.fields import Fields
 from wafopt.core.files import check_document, display_path, read_mapping
 from wafopt.core.limits import MAX_INSTANCE_NODES
-from wafopt.core.schema import validate
 from wafopt.core.registry import PROBLEMS, problem_module, problem_part
-from wafopt.problems.evaluation import Evaluation, PlanError
+from wafopt.core.schema import validate
+from wafopt.problems.evaluation import Evaluation
 
 SCHEMA_VERSION = 1
 COMMON_KEYS = ("problem", "schema", "name", "description", "source", "known_optimum")
@@ -51,10 +51,6 @@ class Loaded:
     @property
     def module(self):
         return problem_module(self.problem)
-
-    @property
-    def methods(self) -> dict[str, str]:
-        return self.module.METHODS
 
 
 def document_schema(problem: str):

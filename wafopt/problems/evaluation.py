@@ -27,7 +27,3 @@ class Evaluation:
     def to_dict(self) -> dict:
         return {"objective": self.objective, "feasible": self.feasible,
                 "violations": list(self.violations), "details": self.details}
-
-
-class PlanError(Exception):
-    """Raised inside evaluators for a plan whose structure cannot be read; becomes a violation."""

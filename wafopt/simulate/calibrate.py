@@ -17,9 +17,9 @@ import numpy as np
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.files import write_text
+from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
 from wafopt.problems import load
 from wafopt.problems.plan.evaluate import evaluate
-from wafopt.problems.plan.instance import Fixed, Parallel, Scenario
 from wafopt.problems.plan.layouts import place_serpentine, tile_shapes
 from wafopt.simulate.engine import simulate
 

@@ -1,6 +1,6 @@
 """Discrete-event simulation of one training iteration of a plan (docs/simulate.md).
 
-Reads a `PlanTasks` (the 1F1B task graph, wafopt.workload.tasks) and replays it in time:
+Reads a `PlanTasks` (the 1F1B task graph, wafopt.costmodel.tasks) and replays it in time:
 compute steps take their seconds; communication steps move their flows over the links, which
 the active flows share max-min fairly (`flows.max_min_rates`), re-solved whenever a flow starts
 or ends on a link another flow uses. DRAM use is tracked per die over time and may never exceed
@@ -17,9 +17,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wafopt.core.numeric import at_most
+from wafopt.costmodel.schedule import one_f_one_b_order
+from wafopt.costmodel.tasks import (
+    Block,
+    Comm,
+    Die,
+    Link,
+    PlanTasks,
+    analytic_seconds,
+    compute_seconds,
+)
 from wafopt.simulate.flows import max_min_rates
-from wafopt.workload.schedule import one_f_one_b_order
-from wafopt.workload.tasks import Block, Comm, Compute, Die, Link, PlanTasks, analytic_seconds, compute_seconds
 
 FINISHED = 1e-9   # a flow with less than this share of its bytes left has arrived (float noise)
 STEP_DONE, FLOWS_CHANGE, COMM_DONE = 0, 1, 2   # event kinds: a task's fixed step ends; the first

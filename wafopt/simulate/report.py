@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wafopt.core.errors import InstanceError
+from wafopt.core.errors import InstanceError, PlanError
 from wafopt.core.files import read_mapping
 from wafopt.problems import evaluate, load
-from wafopt.problems.evaluation import PlanError
 from wafopt.simulate.engine import Simulation, simulate
 
 PHASE_COLOURS = {"forward": "#4C72B0", "recompute": "#DD8452", "backward": "#55A868", "optimizer": "#8C8C8C"}
@@ -16,7 +15,7 @@ MEMORY_CURVES = 8   # dies drawn in the memory timeline: the ones with the highe
 
 def plan_producer():
     """The producer of the task graph from the cost model (the plan problem's)."""
-    from wafopt.problems.plan.tasks import plan_tasks
+    from wafopt.costmodel.plan import plan_tasks
 
     return plan_tasks
 

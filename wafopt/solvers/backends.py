@@ -482,7 +482,8 @@ def solve_pyomo_with(name: str, model, options: SolveOptions, warm_start: bool =
     """Solve a pyomo model with another MILP solver through pyomo's SolverFactory: the run's time
     left as the solver's time limit, its proven bound from the results, the incumbent loaded."""
     import pyomo.environ as pyo
-    from pyomo.opt import SolverStatus, TerminationCondition as TC
+    from pyomo.opt import SolverStatus
+    from pyomo.opt import TerminationCondition as TC
 
     solver = pyomo_solver(name)
     label = pyomo_label(name)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from wafopt.problems.evaluation import Evaluation, PlanError
+from wafopt.core.errors import PlanError
+from wafopt.problems.evaluation import Evaluation
 from wafopt.problems.mem_pair.instance import ROUNDING, MemPairInstance
 
 

@@ -20,15 +20,9 @@ from functools import cached_property
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
+from wafopt.costmodel.scenario import Choice
 from wafopt.hardware.mesh import UNREACHABLE, Die, Mesh, as_die
 
-METHODS = {
-    "milp": "wafopt.compose.methods:mem_pair_milp",
-    "cpsat": "wafopt.compose.methods:mem_pair_cpsat",
-    "lp": "wafopt.models.mem_pair:solve_lp",
-    "greedy": "wafopt.heuristics.mem_pair:solve_greedy",
-}
-DEFAULT_METHODS = ["milp", "cpsat", "lp", "greedy"]
 OBJECTIVE = "offloaded volume x hops (instance volume units x hops)"
 
 ROUNDING = 1e-9  # overflow/chunk and spare/chunk within this of an integer count as that integer
@@ -195,7 +189,7 @@ def from_scenario(scenario, placement: dict, recompute: list[list[int]]) -> MemP
 
 def sender_helper_split(scenario, placement: dict, x) -> tuple[list, list]:
     """(die, overflow) of every Sender and (die, spare) of every Helper, in bytes."""
-    work = scenario.workload(None, placement.get("tp_scheme"))
+    work = scenario.workload(Choice(schemes=placement.get("tp_scheme")))
     cap = scenario.wafer.dram_capacity
     used = {}
     for pipe in placement["pipelines"]:

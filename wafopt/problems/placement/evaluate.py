@@ -9,7 +9,8 @@ Objective = base + conflict penalty (see wafopt.problems.placement.instance), di
 
 from __future__ import annotations
 
-from wafopt.problems.evaluation import Evaluation, PlanError
+from wafopt.core.errors import PlanError
+from wafopt.problems.evaluation import Evaluation
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 
 

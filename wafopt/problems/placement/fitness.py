@@ -14,9 +14,7 @@ from itertools import combinations
 import numpy as np
 
 from wafopt.core.numeric import tolerance
-
 from wafopt.problems.placement.instance import Layout, PlacementInstance
-
 
 CHUNK = 128   # rows scored at once: their (rows x edges) index blocks stay in L2 (512 was 3x slower on nug30)
 

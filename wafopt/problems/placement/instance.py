@@ -34,18 +34,6 @@ from wafopt.core.fields import Fields
 from wafopt.core.numeric import exact
 from wafopt.hardware.mesh import Die, Mesh
 
-METHODS = {
-    "serpentine": "wafopt.heuristics.placement:serpentine",
-    "rowmajor": "wafopt.heuristics.placement:rowmajor",
-    "local": "wafopt.heuristics.placement:local",
-    "ga": "wafopt.heuristics.placement:ga",
-    "glb": "wafopt.models.placement:glb",
-    "rlt1": "wafopt.compose.methods:placement_rlt1",
-    "milp": "wafopt.compose.methods:placement_milp",
-    "cpsat": "wafopt.compose.methods:placement_cpsat",
-    "bnb": "wafopt.compose.methods:placement_bnb",
-}
-DEFAULT_METHODS = ["serpentine", "local", "ga", "glb", "milp", "cpsat"]
 OBJECTIVE = "WATOS Eq. 2 cost: sum of volume x hops, Mem_pair flows x (1 + gamma) (flow volume units x hops)"
 
 Tile = tuple[int, int]

@@ -8,8 +8,15 @@ from pydantic import AfterValidator, Field, WithJsonSchema
 
 from wafopt.core import schema
 from wafopt.core.files import excerpt
-from wafopt.core.limits import MAX_FLOWS, MAX_MESH_SIDE, MAX_STAGES, MAX_TILE_SHAPES, MAX_VOLUME
+from wafopt.core.limits import (
+    MAX_FLOWS,
+    MAX_MESH_SIDE,
+    MAX_STAGES,
+    MAX_TILE_SHAPES,
+    MAX_VOLUME,
+)
 from wafopt.hardware.schema import MeshSpec
+
 
 def _is_int(value) -> bool:
     return type(value) is int

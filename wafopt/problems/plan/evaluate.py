@@ -4,105 +4,18 @@ Plan: {tp, pp, dp, tile: [h, w], pipelines: [[[die] * tp] * pp] * dp, recompute:
 "full"], offload: [{sender, helper, bytes}], tp_scheme: megatron | tatp | [per stage],
 routes: [{src, dst, path}], layers: [n_0, ..., n_{pp-1}] (default as even as possible),
 micro_batch: one of the scenario's sizes (default its only one)}. The objective is the longest path of the plan's 1F1B task graph
-(wafopt.problems.plan.tasks) with per-operator compute and link-contention communication.
+(wafopt.costmodel.plan) with per-operator compute and link-contention communication.
 Formulas: docs/evaluator.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from wafopt.core.errors import InstanceError
 from wafopt.core.numeric import at_most
+from wafopt.costmodel.plan import PlanLayout, assemble, prepare
+from wafopt.costmodel.scenario import Scenario
+from wafopt.costmodel.schedule import one_f_one_b_finish
 from wafopt.hardware.mesh import Die
-from wafopt.problems.evaluation import Evaluation, PlanError
-from wafopt.problems.plan.instance import Scenario
-from wafopt.problems.plan.tasks import PlanLayout, assemble, check_routes, read_plan
-from wafopt.workload.model import FULL, Workload
-from wafopt.workload.schedule import one_f_one_b_finish
-
-__all__ = ["evaluate", "prepare", "read_plan"]
-
-
-@dataclass
-class Prepared:
-    layout: PlanLayout | None
-    work: Workload | None
-    x: list | None
-    owner: dict
-    violations: list
-
-
-def prepare(scenario: Scenario, plan: dict) -> Prepared:
-    """Read the plan, build its workload and check placement and recompute rows."""
-    mesh = scenario.mesh()
-    layout = read_plan(plan)
-    par = layout.par
-    violations: list[str] = []
-    if scenario.parallel is not None and scenario.parallel != par:
-        violations.append(f"plan layout tp={par.tp}, pp={par.pp}, dp={par.dp} differs from the instance's "
-                          f"tp={scenario.parallel.tp}, pp={scenario.parallel.pp}, dp={scenario.parallel.dp}")
-    elif getattr(scenario, "fixed", None) is not None and scenario.fixed.violation(par):
-        violations.append(scenario.fixed.violation(par))   # a partial `parallel:` fixes some of tp, pp, dp
-    if par.dies > len(mesh.healthy_dies):
-        return Prepared(layout, None, None, {}, [f"tp*pp*dp = {par.dies} exceeds the {len(mesh.healthy_dies)} "
-                                                 "healthy dies"])
-    choice: list[str] = []   # the plan's micro-batch size and layer split
-    allowed = scenario.training.micro_batches
-    if layout.micro_batch is not None and layout.micro_batch not in allowed:
-        choice.append(f"micro_batch {layout.micro_batch} is not one of the scenario's sizes "
-                      f"{', '.join(map(str, allowed))}")
-    elif layout.micro_batch is None and len(allowed) > 1:
-        choice.append(f"the plan must give micro_batch: the scenario allows {', '.join(map(str, allowed))}")
-    if layout.layers is not None and sum(layout.layers) != scenario.llm.layers:
-        choice.append(f"layers {list(layout.layers)} sum to {sum(layout.layers)}, the model has "
-                      f"{scenario.llm.layers}")
-    if choice:
-        return Prepared(layout, None, None, {}, violations + choice)
-    try:
-        work = scenario.workload(par, layout.schemes, layout.layers, layout.micro_batch)
-    except InstanceError as exc:
-        return Prepared(layout, None, None, {}, [f"layout cannot be modelled: {exc}"])
-    stages = work.stages
-
-    owner: dict[Die, int] = {}
-    for r, pipe in enumerate(layout.pipelines):
-        for i, dies in enumerate(pipe):
-            for d in dies:
-                if not mesh.is_healthy(d):
-                    violations.append(f"stage {i} of pipeline {r} uses die {list(d)}, which is "
-                                      f"{'faulty' if mesh.contains(d) else 'outside the mesh'}")
-                elif d in owner:
-                    violations.append(f"die {list(d)} is used twice")
-                owner[d] = i
-    violations += check_routes(mesh, layout.routes)
-    if violations:
-        return Prepared(layout, work, None, owner, violations)
-
-    # recomputation: per stage a row x[i][j] in 0..layers_i, or "full"
-    n_units = len(stages[0].units)
-    recompute = layout.recompute
-    if recompute is None:
-        x = [[0] * n_units for _ in stages]
-    else:
-        if not isinstance(recompute, list) or len(recompute) != layout.par.pp or any(
-                row != FULL and (not isinstance(row, list) or len(row) != n_units) for row in recompute):
-            raise PlanError(f"recompute must be {layout.par.pp} rows, each {n_units} integers (units: "
-                            f"{', '.join(u.name for u in stages[0].units)}) or \"full\"")
-        x = recompute
-        for i, row in enumerate(x):
-            if not scenario.training.recompute and (row == FULL or any(row)):
-                violations.append(f"recompute[{i}]: the scenario forbids recomputation (training.recompute: false)")
-                continue
-            if row == FULL:
-                continue
-            for j, v in enumerate(row):
-                if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= stages[i].layers:
-                    violations.append(f"recompute[{i}][{j}] = {v!r} must be an integer in 0..{stages[i].layers}")
-                elif v and not stages[i].units[j].recomputable:
-                    violations.append(f"recompute[{i}][{j}] = {v}: unit {stages[i].units[j].name} is the layer "
-                                      "input checkpoint and cannot be recomputed")
-    return Prepared(layout, work, x, owner, violations)
+from wafopt.problems.evaluation import Evaluation
 
 
 def evaluate(scenario: Scenario, plan: dict) -> Evaluation:

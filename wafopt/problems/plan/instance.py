@@ -13,104 +13,15 @@ parallel: {tp: 8, pp: 7, dp: 1} # optional: tp and pp given fix the layout (dp d
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
-from functools import lru_cache
+from dataclasses import asdict, replace
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
+from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
 
-METHODS = {
-    "megatron": "wafopt.heuristics.megatron:solve_megatron",
-    "uniform": "wafopt.compose.gcmr:solve_uniform",
-    "gcmr": "wafopt.compose.gcmr:solve_gcmr",
-    "plan": "wafopt.compose.planner:solve_planner",
-}
-DEFAULT_METHODS = ["megatron", "uniform", "gcmr"]
 OBJECTIVE = "1F1B iteration time (s)"
 
 GB = 1e9
-
-
-@dataclass(frozen=True)
-class Parallel:
-    tp: int
-    pp: int
-    dp: int = 1
-
-    @property
-    def dies(self) -> int:
-        return self.tp * self.pp * self.dp
-
-
-@dataclass(frozen=True)
-class Fixed:
-    """What a partial `parallel:` fixes (None: the planner chooses)."""
-    tp: int | None = None
-    pp: int | None = None
-    dp: int | None = None
-
-    def violation(self, par: Parallel) -> str | None:
-        wrong = [f"{k}={getattr(par, k)} (the instance fixes {k}={getattr(self, k)})"
-                 for k in ("tp", "pp", "dp") if getattr(self, k) not in (None, getattr(par, k))]
-        return "plan layout " + ", ".join(wrong) if wrong else None
-
-
-@dataclass(frozen=True)
-class Scenario:
-    wafer: object      # wafopt.hardware.catalog.Wafer
-    llm: object        # wafopt.hardware.catalog.LLM
-    training: object   # wafopt.workload.model.Training
-    parallel: Parallel | None   # the fixed layout, or None when the planner searches it
-    fixed: Fixed = Fixed()      # what `parallel:` fixes (all of tp, pp, dp when `parallel` is set)
-    split: tuple[int, ...] | None = None   # layers per stage of plans without `layers` (None: even)
-
-    def mesh(self):
-        return self.wafer.mesh()
-
-    def workload(self, parallel: Parallel | None = None, schemes: tuple[str, ...] | None = None,
-                 layers=None, micro_batch: int | None = None):
-        """The cost model of a layout; `schemes`: tensor-parallel scheme per stage (default Megatron);
-        `layers`: layers per stage (default the scenario's split, else even); `micro_batch`: the size
-        (default the scenario's)."""
-        parallel = parallel or self.parallel
-        if parallel is None:
-            raise InstanceError("this needs a parallel layout: add parallel: {tp, pp, dp}", "parallel")
-        from wafopt.workload.model import stage_schemes
-
-        split = tuple(layers) if layers is not None else self.split
-        if split is not None and len(split) != parallel.pp:
-            split = None if layers is None else split   # the scenario's split is for its own pp
-        return _workload(self, parallel, stage_schemes(schemes, parallel.pp), split,
-                         micro_batch or self.training.micro_batch)
-
-    def with_choice(self, micro_batch: int | None = None, split=None) -> "Scenario":
-        """The scenario whose plans use this micro-batch size and layer split by default (what the
-        kernels derive from when the planner has chosen them)."""
-        training = self.training
-        if micro_batch is not None:
-            training = replace(training, micro_batch=micro_batch, micro_batches=(micro_batch,))
-        return replace(self, training=training, split=None if split is None else tuple(split))
-
-    def plan_fields(self) -> dict:
-        """What a plan must say beyond its layout to use this scenario's defaults: `micro_batch`
-        where the scenario allows several sizes (the least), `layers` where it has a split."""
-        out = {}
-        if len(self.training.micro_batches) > 1:
-            out["micro_batch"] = self.training.micro_batch
-        if self.split is not None:
-            out["layers"] = list(self.split)
-        return out
-
-
-@lru_cache(maxsize=128)   # layouts x schemes x splits x micro-batch sizes a search revisits
-def _workload(scenario: Scenario, parallel: Parallel, schemes: tuple[str, ...] | None, split, micro_batch: int):
-    from wafopt.workload.model import build_workload
-
-    training = scenario.training
-    if micro_batch != training.micro_batch:
-        training = replace(training, micro_batch=micro_batch)
-    return build_workload(scenario.llm, training, scenario.wafer, parallel.tp, parallel.pp,
-                          parallel.dp, schemes, None if split is None else list(split))
 
 
 def parse_parallel(f: Fields) -> tuple[Parallel | None, Fixed]:
@@ -125,8 +36,8 @@ def parse_parallel(f: Fields) -> tuple[Parallel | None, Fixed]:
 
 
 def parse(f: Fields) -> Scenario:
+    from wafopt.costmodel.model import parse_training
     from wafopt.hardware.catalog import resolve_llm, resolve_wafer
-    from wafopt.workload.model import parse_training
 
     wafer = resolve_wafer(f.raw("wafer"), f.path("wafer"))
     llm = resolve_llm(f.raw("model"), f.path("model"))
@@ -196,7 +107,7 @@ def _some_split_fits(scenario: Scenario) -> bool:
     """Conditions 1 and 2 for some contiguous layer split and allowed micro-batch size (a plan may
     choose both). Stage memory depends only on the stage, its layers and their kinds, so a DP over
     stages finds the least pooled memory (2) among the splits whose every stage passes (1)."""
-    from wafopt.workload.model import stage_schemes, stage_workload
+    from wafopt.costmodel.model import stage_schemes, stage_workload
 
     par, llm, capacity = scenario.parallel, scenario.llm, scenario.wafer.dram_capacity
     L, p = llm.layers, par.pp

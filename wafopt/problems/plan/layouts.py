@@ -8,8 +8,8 @@ both use them, so a derived kernel never depends on a solver or on machine speed
 from __future__ import annotations
 
 from wafopt.core.errors import InstanceError
+from wafopt.costmodel.scenario import Parallel, Scenario
 from wafopt.hardware.mesh import Die, Mesh
-from wafopt.problems.plan.instance import Parallel, Scenario
 
 
 def tile_shapes(tp: int, mesh: Mesh) -> list[tuple[int, int]]:

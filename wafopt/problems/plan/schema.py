@@ -2,7 +2,7 @@
 
 `wafer` and `model` are a preset name or a mapping ({preset: NAME, <overrides>} or every field
 inline) and `training` a mapping: the catalog (wafopt.hardware.catalog) and the cost model
-(wafopt.workload.model) define and check their fields, since presets merge with overrides
+(wafopt.costmodel.model) define and check their fields, since presets merge with overrides
 there; the reader's limits (finite numbers, depth, size) apply to them like to every value.
 """
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 from wafopt.core.result import CERTIFICATE, Bound
+from wafopt.costmodel.schedule import one_f_one_b
 from wafopt.problems.certificates import dispatch, float_down
 from wafopt.problems.recompute.evaluate import MEMORY_TOLERANCE
 from wafopt.problems.recompute.instance import RecomputeInstance
-from wafopt.workload.schedule import one_f_one_b
 
 
 def _slack(capacity: float) -> Fraction:

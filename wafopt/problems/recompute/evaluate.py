@@ -6,7 +6,8 @@ sum_i T_i + (m - 1) max_i T_i (docs/recompute.md).
 
 from __future__ import annotations
 
-from wafopt.problems.evaluation import Evaluation, PlanError
+from wafopt.core.errors import PlanError
+from wafopt.problems.evaluation import Evaluation
 from wafopt.problems.recompute.instance import RecomputeInstance
 
 MEMORY_TOLERANCE = 1e-9  # relative to the capacity compared against (float sums of exact data)

@@ -17,19 +17,11 @@ from dataclasses import dataclass
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
-from wafopt.workload.schedule import one_f_one_b
+from wafopt.costmodel.scenario import Choice
+from wafopt.costmodel.schedule import one_f_one_b
 
 MODES = ("local", "pooled")
 
-METHODS = {
-    "milp": "wafopt.compose.methods:recompute_milp",
-    "cpsat": "wafopt.compose.methods:recompute_cpsat",
-    "dp": "wafopt.heuristics.recompute:solve_dp",
-    "uniform": "wafopt.heuristics.recompute:solve_uniform",
-    "full": "wafopt.heuristics.recompute:solve_full",
-    "none": "wafopt.heuristics.recompute:solve_none",
-}
-DEFAULT_METHODS = ["milp", "cpsat", "dp", "uniform", "full"]
 OBJECTIVE = "1F1B iteration time (instance time units)"
 
 
@@ -67,7 +59,7 @@ class RecomputeInstance:
         return self.stages[i].compute + sum(u.recompute * x for u, x in zip(self.units, x_row))
 
     def iteration_time(self, times) -> float:
-        """1F1B: sum_i T_i + (m - 1) max_i T_i (wafopt.workload.schedule)."""
+        """1F1B: sum_i T_i + (m - 1) max_i T_i (wafopt.costmodel.schedule)."""
         return one_f_one_b(times, self.microbatches)
 
     def shortfall(self) -> str | None:
@@ -168,7 +160,7 @@ def from_scenario(scenario, placement: dict | None = None) -> RecomputeInstance:
     from wafopt.problems.plan.layouts import default_placement
 
     placement = placement if placement is not None else default_placement(scenario)
-    work = scenario.workload(None, placement.get("tp_scheme"))
+    work = scenario.workload(Choice(schemes=placement.get("tp_scheme")))
     rows = evaluate(scenario, placement).details["stages"]
     # a unit's time: its regeneration with the collectives it repeats, on the slowest stage
     units = tuple(Unit(u.name, float(round(u.bytes)), round(max(r["recompute_unit_s"][j] for r in rows), 9))

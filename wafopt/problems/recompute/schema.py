@@ -9,7 +9,6 @@ from pydantic import Field
 from wafopt.core import schema
 from wafopt.core.limits import MAX_LAYERS, MAX_MICROBATCHES, MAX_STAGES, MAX_UNITS
 
-
 Layers = schema.integer(0, MAX_LAYERS)
 Microbatches = schema.integer(1, MAX_MICROBATCHES)
 

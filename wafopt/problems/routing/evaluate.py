@@ -3,8 +3,9 @@ objective = max over directed links of (sum of the volumes crossing it) / link b
 
 from __future__ import annotations
 
-from wafopt.problems.evaluation import Evaluation, PlanError
+from wafopt.core.errors import PlanError
 from wafopt.hardware.mesh import Die
+from wafopt.problems.evaluation import Evaluation
 
 
 def read_routes(plan: dict, n_flows: int) -> list[list[Die]]:

@@ -13,13 +13,6 @@ from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
 from wafopt.hardware.mesh import Die, Mesh, as_die
 
-METHODS = {
-    "xy": "wafopt.heuristics.routing:xy",
-    "tcme": "wafopt.heuristics.routing:tcme",
-    "milp": "wafopt.compose.methods:routing_milp",
-    "cpsat": "wafopt.compose.methods:routing_cpsat",
-}
-DEFAULT_METHODS = ["xy", "tcme", "milp", "cpsat"]
 OBJECTIVE = "peak directed-link load / bandwidth (s per iteration, or instance units)"
 
 

@@ -7,8 +7,9 @@ costs 1.
 
 from __future__ import annotations
 
-from wafopt.problems.evaluation import Evaluation, PlanError
+from wafopt.core.errors import PlanError
 from wafopt.hardware.mesh import Die
+from wafopt.problems.evaluation import Evaluation
 
 
 def read_groups(plan: dict) -> list[list[Die]]:

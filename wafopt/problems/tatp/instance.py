@@ -12,14 +12,6 @@ from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
 from wafopt.hardware.mesh import Mesh
 
-METHODS = {
-    "cpsat": "wafopt.compose.methods:tatp_cpsat",
-    "milp": "wafopt.compose.methods:tatp_milp",
-    "tiles": "wafopt.heuristics.tatp:tiles",
-    "snake": "wafopt.heuristics.tatp:snake",
-    "ga": "wafopt.heuristics.tatp:ga",
-}
-DEFAULT_METHODS = ["snake", "tiles", "ga", "cpsat", "milp"]
 OBJECTIVE = "sum of ring costs (hops)"
 
 

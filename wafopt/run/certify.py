@@ -23,14 +23,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wafopt.compose.derive import derive
-from wafopt.core.errors import (EXIT_CERTIFY_INVALID, EXIT_NOT_CERTIFIED, EXIT_OK, CertificateError,
-                                InstanceError)
+from wafopt.core.errors import (
+    EXIT_CERTIFY_INVALID,
+    EXIT_NOT_CERTIFIED,
+    EXIT_OK,
+    CertificateError,
+    InstanceError,
+)
 from wafopt.core.files import read_bytes, read_mapping
 from wafopt.core.numeric import at_most, close, finite, relative_gap
-from wafopt.core.registry import problem_part
 from wafopt.core.result import CERTIFICATE, SOLVER
 from wafopt.core.solution import Solution, read_solution
+from wafopt.planner import certificate as plan_certificate
 from wafopt.problems import Loaded, evaluate, parse_instance
+from wafopt.problems.mem_pair import certificate as mem_pair_certificate
+from wafopt.problems.placement import certificate as placement_certificate
+from wafopt.problems.recompute import certificate as recompute_certificate
+from wafopt.problems.routing import certificate as routing_certificate
+from wafopt.problems.tatp import certificate as tatp_certificate
+from wafopt.run.methods import methods
 
 CERTIFIED, CLAIMED, INVALID = "certified", "claimed", "invalid"
 EXIT_CODES = {CERTIFIED: EXIT_OK, CLAIMED: EXIT_NOT_CERTIFIED, INVALID: EXIT_CERTIFY_INVALID}
@@ -192,9 +203,14 @@ def _check_plan(sol: Solution, loaded: Loaded, report: Report) -> list[str]:
 
 # ---- bounds ---------------------------------------------------------------------------------------
 
+# problem -> the module that re-derives its certified bounds: check(instance, kind, data), bound(instance)
+CERTIFICATES = {"plan": plan_certificate, "placement": placement_certificate, "recompute": recompute_certificate,
+                "mem_pair": mem_pair_certificate, "tatp": tatp_certificate, "routing": routing_certificate}
+
+
 def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report) -> list[str]:
     invalid = []
-    certificate = problem_part(loaded.problem, "certificate")
+    certificate = CERTIFICATES[loaded.problem]
     proven: list[tuple[float, str]] = []
     objective = report.objective
     upper = [(objective, "the plan's objective")] if objective is not None else []
@@ -264,10 +280,10 @@ def _verdict(sol: Solution, report: Report) -> tuple[str, str]:
 def _resolve(sol: Solution, loaded: Loaded, report: Report,
              time_limit: float | None) -> tuple[str, str, str | None]:
     """Re-solve with an exact method: (verdict, why, contradiction or None)."""
-    from wafopt.compose.runner import run
     from wafopt.core.budget import SolveOptions
+    from wafopt.run.runner import run
 
-    method = next((m for m in EXACT_METHODS if m in loaded.methods), None)
+    method = next((m for m in EXACT_METHODS if m in methods(loaded.problem)), None)
     if method is None:
         return CLAIMED, f"no exact method for problem {loaded.problem}: the claim stays a claim", None
     limit = time_limit if time_limit is not None else RESOLVE_DEFAULT_S

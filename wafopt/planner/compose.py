@@ -32,19 +32,31 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 
+from wafopt.compose import methods as kernels
+from wafopt.compose.gcmr import solve_gcmr
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
-from wafopt.core.registry import method_function
+from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
+from wafopt.heuristics import placement as placement_heuristics
+from wafopt.heuristics import recompute as recompute_heuristics
+from wafopt.heuristics import routing as routing_heuristics
+from wafopt.heuristics import tatp as tatp_heuristics
+from wafopt.heuristics.megatron import solve_megatron
 from wafopt.problems import evaluate, problem_module
-from wafopt.problems.plan.instance import Fixed, Parallel, Scenario
-from wafopt.problems.plan.layouts import place_serpentine, serpentine_slots, tile_dies, tile_shapes
+from wafopt.problems.plan.layouts import (
+    place_serpentine,
+    serpentine_slots,
+    tile_dies,
+    tile_shapes,
+)
 
 ENUMERATE_ASSIGNMENTS = 720   # every stage-to-tile assignment is tried (at no recomputation) up to this many
 RECOMPUTE_MILP_S = 4.0     # the recompute MILP per placement (after the DP start)
 PLACEMENT_S = 3.0          # the Eq. 2 placement kernel per layout
 RINGS_S = 3.0              # the tatp kernel's free rings per layout
 ROUTING_S = 2.0            # TCME routing of the TP rings per composed plan
-RING_METHODS = ("snake", "tiles")   # tatp kernels for free rings: the fast baseline, then Hamiltonian blocks
+RING_METHODS = {"snake": tatp_heuristics.snake,   # tatp kernels for free rings: the fast baseline,
+                "tiles": tatp_heuristics.tiles}   # then Hamiltonian blocks
 TILES_MAX_TP = 16          # tatp `tiles` only up to this ring size (TEMP's sweet spot is 8-16; larger
 #                            odd rings can keep it far beyond its time limit)
 POOL_FACTORS = (1.0, 0.999, 0.99, 0.95)   # pooled capacity tried when chunk rounding breaks a fit
@@ -64,7 +76,7 @@ class Outcome:
 
 def tp_schemes(par: Parallel) -> tuple[str, ...]:
     """The tensor-parallel schemes the cost model offers (one is enough without TP)."""
-    from wafopt.workload.operators import SCHEMES
+    from wafopt.costmodel.operators import SCHEMES
 
     return tuple(SCHEMES) if par.tp > 1 else tuple(SCHEMES)[:1]
 
@@ -81,8 +93,8 @@ def fixed_scenario(scenario: Scenario, par: Parallel, micro_batch: int | None = 
 def balanced_split(scenario: Scenario, par: Parallel, micro_batch: int | None = None) -> list[int] | None:
     """The contiguous split whose busiest stage computes least (None: the even split is that one,
     or the layout has no feasible split)."""
-    from wafopt.problems.plan.layout_bound import layout_data
-    from wafopt.workload.model import split_layers
+    from wafopt.costmodel.model import split_layers
+    from wafopt.planner.bound import layout_data
 
     d = layout_data(scenario, par, micro_batch)
     if isinstance(d, str) or not d.balanced or d.balanced == split_layers(scenario.llm.layers, par.pp):
@@ -150,12 +162,12 @@ def placements(fs: Scenario, options: SolveOptions, notes: list[str]) -> list[tu
                 out.append((f"tiles {h}x{w} #{k}", {"tp": par.tp, "pp": par.pp, "dp": par.dp, "tile": [h, w],
                                                      "pipelines": _as_lists(pipes)}))
     if par.tp > 1 and (not out or mesh.faulty_dies or mesh.faulty_links):
-        for method in RING_METHODS:
+        for method, mapper in RING_METHODS.items():
             if options.stopped() or (method == "tiles" and par.tp > TILES_MAX_TP):
                 continue
             try:
                 inst = problem_module("tatp").from_scenario(fs)
-                res = method_function("tatp", method)(inst, options.sub(RINGS_S))
+                res = mapper(inst, options.sub(RINGS_S))
             except InstanceError as exc:
                 notes.append(f"no free rings: {exc}")
                 break
@@ -184,7 +196,8 @@ def offload_records(inst, chunks: dict) -> list[dict]:
 
 def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: SolveOptions) -> tuple[list, str]:
     """x over the workload's units with DRAM pooled over every healthy die (x `factor`)."""
-    from wafopt.problems.recompute.instance import from_scenario as recompute_kernel, plan_recompute
+    from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
+    from wafopt.problems.recompute.instance import plan_recompute
 
     par = fs.parallel
     kernel = recompute_kernel(fs, placement)
@@ -195,12 +208,12 @@ def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: Solv
         raise InstanceError(why)
     if not fs.training.recompute:   # forbidden: every activation is kept, Mem_pair offloads the overflow
         return plan_recompute(fs, [[0] * len(kernel.units) for _ in kernel.stages]), "none (forbidden)"
-    start = method_function("recompute", "dp")(kernel, options.sub())
+    start = recompute_heuristics.solve_dp(kernel, options.sub())
     if start.plan is None:
         raise InstanceError(f"recompute DP: {start.message}")
     x, how = start.plan, "dp"
     if not options.stopped():
-        exact = method_function("recompute", "milp")(kernel, options.sub(RECOMPUTE_MILP_S, warm_start=start.plan))
+        exact = kernels.recompute_milp(kernel, options.sub(RECOMPUTE_MILP_S, warm_start=start.plan))
         if exact.plan is not None and exact.status in ("optimal", "feasible") and \
                 evaluate("recompute", kernel, exact.plan).objective <= evaluate("recompute", kernel, start.plan).objective:
             x, how = exact.plan, f"milp {exact.status}"
@@ -281,8 +294,8 @@ def eq2_placement(fs: Scenario, plan: dict, options: SolveOptions) -> dict | Non
     inst = replace(inst, tiles=[(h, w)], pairs=pairs)
     slots = [[stage[0][0] // h, stage[0][1] // w] for pipe in plan["pipelines"] for stage in pipe]
     warm = {"tile": [h, w], "assignment": slots}
-    method = "cpsat" if inst.stages <= 16 else "ga"
-    res = method_function("placement", method)(inst, options.sub(PLACEMENT_S, warm_start=warm))
+    method = kernels.placement_cpsat if inst.stages <= 16 else placement_heuristics.ga
+    res = method(inst, options.sub(PLACEMENT_S, warm_start=warm))
     if res.plan is None or res.plan["assignment"] == slots:
         return None
     it = iter(res.plan["assignment"])
@@ -303,7 +316,7 @@ def routed(fs: Scenario, plan: dict, options: SolveOptions) -> dict | None:
         inst = problem_module("routing").from_scenario(fs, groups)
     except InstanceError:
         return None
-    res = method_function("routing", "tcme")(inst, options.sub(ROUTING_S))
+    res = routing_heuristics.tcme(inst, options.sub(ROUTING_S))
     if res.plan is None:
         return None
     routes, seen = [], set()
@@ -317,12 +330,12 @@ def routed(fs: Scenario, plan: dict, options: SolveOptions) -> dict | None:
 
 def baselines(fs: Scenario, options: SolveOptions) -> list[tuple[str, dict]]:
     out = []
-    for method in ("megatron", "gcmr"):
+    for name, method in (("megatron", solve_megatron), ("gcmr", solve_gcmr)):
         if options.stopped():
             break
-        res = method_function("plan", method)(fs, options.sub())
+        res = method(fs, options.sub())
         if res.plan is not None:
-            out.append((method, res.plan))
+            out.append((name, res.plan))
     return out
 
 
@@ -360,7 +373,7 @@ def compose_layout(scenario: Scenario, par: Parallel, options: SolveOptions, mic
     def seed_with_baselines() -> None:
         runs = [(fs, {})]
         if split is not None:   # also on the even split, as the baselines run on the scenario itself
-            from wafopt.workload.model import split_layers
+            from wafopt.costmodel.model import split_layers
 
             runs.append((fixed_scenario(scenario, par, micro_batch),
                          {"layers": split_layers(scenario.llm.layers, par.pp)}))

@@ -1,7 +1,7 @@
 """The joint planner (`--method plan`): search the layout, compose the kernels per layout, improve
 the best plans globally, and certify how far the result is from the best plan of the space.
 
-1. Bounds first: every layout of the space (wafopt.problems.plan.layout_bound) gets its certified
+1. Bounds first: every layout of the space (wafopt.planner.bound) gets its certified
    lower bound, or is infeasible with the reason (WATOS Alg. 1's early pruning made exact).
    A first plan comes from the Megatron baseline on the least-bound layouts (a fraction of a
    second), so a short run still ends with a plan.
@@ -24,8 +24,16 @@ from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, close, relative_gap
 from wafopt.core.registry import PYOMO_HIGHS, SCIPY, loads
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
-from wafopt.problems.plan.layout_bound import (LayoutBound, certificate_data, layout_choices, plan_bound,
-                                               space_bounds, tighten, upgrade)
+from wafopt.heuristics.megatron import solve_megatron
+from wafopt.planner.bound import (
+    LayoutBound,
+    certificate_data,
+    layout_choices,
+    plan_bound,
+    space_bounds,
+    tighten,
+    upgrade,
+)
 
 DEFAULT_BUDGET_S = 60.0   # the planner's budget without --time-limit
 LAYOUT_S = 30.0           # at most this per layout composition
@@ -160,8 +168,8 @@ class Search:
 def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True) -> MethodResult:
     """The method `plan` (see the module docstring); `improve_globally=False` leaves out the GA
     phase (the ablation's +M step)."""
-    from wafopt.compose.planner.ga import improve
-    from wafopt.compose.planner.parallel import executor
+    from wafopt.planner.ga import improve
+    from wafopt.planner.parallel import executor
 
     budget = options.search_seconds(DEFAULT_BUDGET_S)
     run = options.sub(budget)
@@ -217,14 +225,16 @@ def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True
     return MethodResult(search.plan, "feasible", certificate, _solver(), message, _stats(search, ga_stats, budget))
 
 
+METHODS = {"plan": {"plan": solve_planner}}   # gathered by wafopt.run.methods
+
+
 def first_plan(scenario, bounds: list[LayoutBound], search: Search, run: SolveOptions, seconds: float) -> None:
     """Offer the Megatron baseline's plan (serpentine tiles; no recomputation, or full where memory
     forces it) of the first least-bound layout that has one. The waves compose these layouts
     properly later; until then the plan is the incumbent that short runs keep and pruning uses."""
-    from wafopt.compose.planner.compose import fixed_scenario
-    from wafopt.core.registry import method_function
+    from wafopt.costmodel.scenario import Parallel
+    from wafopt.planner.compose import fixed_scenario
     from wafopt.problems import evaluate
-    from wafopt.problems.plan.instance import Parallel
 
     deadline = time.monotonic() + seconds
     ranked = sorted((b for b in bounds if b.feasible), key=lambda b: (b.value, b.key()))
@@ -234,7 +244,7 @@ def first_plan(scenario, bounds: list[LayoutBound], search: Search, run: SolveOp
         key = b.key()
         micro_batch = key[3] if len(key) > 3 else None
         fixed = fixed_scenario(scenario, Parallel(*key[:3]), micro_batch)
-        result = method_function("plan", "megatron")(fixed, run.sub(max(0.0, deadline - time.monotonic())))
+        result = solve_megatron(fixed, run.sub(max(0.0, deadline - time.monotonic())))
         if result.plan is None:
             continue
         plan = result.plan if micro_batch is None else dict(result.plan, micro_batch=micro_batch)

@@ -2,12 +2,12 @@
 layout `parallel: {tp, pp, dp}` (without one a plan chooses its layout and no bound is given).
 
 compute-floor: the evaluator's objective (docs/evaluator.md) is the longest path of the plan's
-1F1B task graph (wafopt.workload.schedule.one_f_one_b_finish) plus each stage's DP all-reduce and
+1F1B task graph (wafopt.costmodel.schedule.one_f_one_b_finish) plus each stage's DP all-reduce and
 optimizer step; a forward task lasts at least its compute, a backward task at least its compute
 (recomputation, communication and exposed offloading are never negative), sends take no less
 than nothing, and the longest path grows with every duration. A plan may choose its layer split
 and, where the scenario allows several, its micro-batch size, so the floor is the least over
-them of the schedule bound of the layout bound (wafopt.problems.plan.layout_bound, its quick tier
+them of the schedule bound of the layout bound (wafopt.planner.bound, its quick tier
 and its Lagrangian without memory, mu = 0, at the split that makes it least). Re-derived from the
 scenario alone; the certificate has no data.
 """
@@ -20,7 +20,7 @@ from wafopt.problems.certificates import dispatch
 
 
 def compute_floor_value(scenario) -> float | None:
-    from wafopt.problems.plan.layout_bound import cheap_weights, lagrangian, layout_data, quick_bound
+    from wafopt.planner.bound import cheap_weights, lagrangian, layout_data, quick_bound
 
     par = scenario.parallel
     if par is None or par.dies > len(scenario.mesh().healthy_dies):
@@ -54,8 +54,8 @@ def check_compute_floor(scenario, data: dict) -> float:
 
 def check_planner_layouts(scenario, data: dict) -> float:
     """The joint planner's bound: the least certified bound over every layout of the scenario's
-    space, re-derived layout by layout (wafopt.problems.plan.layout_bound)."""
-    from wafopt.problems.plan.layout_bound import check_certificate
+    space, re-derived layout by layout (wafopt.planner.bound)."""
+    from wafopt.planner.bound import check_certificate
 
     return check_certificate(scenario, data)
 

@@ -1,7 +1,7 @@
 """Per-stage workload of one TP x PP (x DP) layout: memory, FLOPs, time, traffic.
 
 Everything is per die and per micro-batch unless a name says otherwise. Every figure is a sum
-over the per-operator table of `wafopt.workload.operators` (one table per layer kind and
+over the per-operator table of `wafopt.costmodel.operators` (one table per layer kind and
 tensor-parallel scheme); this module adds the stages (layer split, embedding and LM head, 1F1B
 in-flight micro-batches), the model state, transient memory and the optimizer step.
 Formulas and sources: docs/workload.md.
@@ -16,10 +16,21 @@ from typing import Any, Mapping, Union
 from wafopt.core.errors import InstanceError
 from wafopt.core.fields import Fields
 from wafopt.core.limits import MAX_COUNT
+from wafopt.costmodel.operators import (
+    ATTENTIONS,
+    CHECKPOINT_UNIT,
+    LAYERNORM_FLOPS,
+    MASK_BYTES,
+    SCHEMES,
+    SELECTIVE_UNITS,
+    SOFTMAX_FLOPS,
+    Collective,
+    Cost,
+    LayerTable,
+    build_layer,
+    op_seconds,
+)
 from wafopt.hardware.catalog import GB, LLM, Wafer
-from wafopt.workload.operators import (ATTENTIONS, CHECKPOINT_UNIT, LAYERNORM_FLOPS, MASK_BYTES, SCHEMES,
-                                       SELECTIVE_UNITS, SOFTMAX_FLOPS, Collective, Cost, LayerTable,
-                                       build_layer, op_seconds)
 
 # The layer input is the checkpoint full recomputation restarts each layer from (Korthikanti
 # et al. 2022, Sec. 5); a recomputation plan must keep it.

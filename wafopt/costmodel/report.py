@@ -7,9 +7,20 @@ collective on a ring of 1-hop steps without contention (`tp_comm_s`).
 
 from __future__ import annotations
 
+from wafopt.costmodel.model import (
+    FULL,
+    Training,
+    Workload,
+    build_workload,
+    recompute_row,
+)
+from wafopt.costmodel.operators import (
+    SELECTIVE_UNITS,
+    Collective,
+    LayerTable,
+    op_seconds,
+)
 from wafopt.hardware.catalog import LLM, Wafer
-from wafopt.workload.model import (FULL, Training, Workload, build_workload, recompute_row)
-from wafopt.workload.operators import SELECTIVE_UNITS, Collective, LayerTable, op_seconds
 
 
 def _ideal_comm_s(c: Collective, hidden_s: float, wafer: Wafer) -> float:

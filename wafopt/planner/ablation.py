@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from wafopt.compose.gcmr import solve_gcmr
 from wafopt.core.budget import SolveOptions
-from wafopt.core.registry import method_function
+from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
+from wafopt.heuristics.megatron import solve_megatron
 from wafopt.problems import evaluate
-from wafopt.problems.plan.instance import Fixed, Parallel, Scenario
 
 BASELINE_TP = 8   # WATOS's MG-wafer runs tp 8 (config 3: tp 8, pp 7)
 STEPS = ("MG-wafer", "+R", "+M", "+GA", "+search")
@@ -44,15 +45,15 @@ def baseline_layout(scenario: Scenario) -> Parallel:
 
 def ablation(scenario: Scenario, options: SolveOptions) -> list[Row]:
     """One row per step (an `options.sub` budget of a share of the time limit each)."""
-    from wafopt.compose.planner import solve_planner
+    from wafopt.planner import solve_planner
 
     par = baseline_layout(scenario)
     fixed = replace(scenario, parallel=par, fixed=Fixed(par.tp, par.pp, par.dp))
     free = replace(scenario, parallel=None, fixed=Fixed())
     share = None if options.time_limit is None else options.time_limit / len(STEPS)
     runs = {
-        "MG-wafer": lambda o: method_function("plan", "megatron")(fixed, o),
-        "+R": lambda o: method_function("plan", "gcmr")(fixed, o),
+        "MG-wafer": lambda o: solve_megatron(fixed, o),
+        "+R": lambda o: solve_gcmr(fixed, o),
         "+M": lambda o: solve_planner(fixed, o, improve_globally=False),
         "+GA": lambda o: solve_planner(fixed, o),
         "+search": lambda o: solve_planner(free, o),

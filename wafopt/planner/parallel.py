@@ -23,8 +23,8 @@ GRACE_S = 1.0  # a task may overrun its own deadline by this much before it coun
 
 def compose_task(scenario, layout: tuple, seed: int, seconds: float):
     """One layout (tp, pp, dp[, micro-batch size]) composed in a worker (a fresh budget of `seconds`)."""
-    from wafopt.compose.planner.compose import compose_layout
-    from wafopt.problems.plan.instance import Parallel
+    from wafopt.costmodel.scenario import Parallel
+    from wafopt.planner.compose import compose_layout
 
     options = SolveOptions(time_limit=seconds, seed=seed, quiet=True).start()
     return compose_layout(scenario, Parallel(*layout[:3]), options, *layout[3:])
@@ -52,8 +52,8 @@ class Serial:
         self.options = options
 
     def run(self, scenario, layouts: list, seed: int, seconds: float, done) -> list:
-        from wafopt.compose.planner.compose import compose_layout
-        from wafopt.problems.plan.instance import Parallel
+        from wafopt.costmodel.scenario import Parallel
+        from wafopt.planner.compose import compose_layout
 
         out = []
         for k, layout in enumerate(layouts):

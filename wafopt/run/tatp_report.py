@@ -20,27 +20,18 @@ from __future__ import annotations
 import time
 
 from wafopt.core.budget import SolveOptions
-from wafopt.core.errors import InstanceError
 from wafopt.problems.routing.instance import RoutingInstance, flows_for_groups
 from wafopt.problems.tatp import instance as tatp_schema
 from wafopt.problems.tatp.instance import layer_volumes
+from wafopt.run.methods import method_function
 
 
 def map_groups(instance, mapper: str, time_limit: float) -> list:
     """Groups by one TATP method ("snake", "tiles" or "cpsat")."""
     from wafopt.problems.tatp.evaluate import read_groups
-    from wafopt.core.registry import resolve
 
-    result = resolve(tatp_schema.METHODS[mapper])(instance, SolveOptions(time_limit=time_limit, quiet=True))
+    result = method_function("tatp", mapper)(instance, SolveOptions(time_limit=time_limit, quiet=True))
     return [[tuple(d) for d in ring] for ring in read_groups(result.plan)]
-
-
-def scenario_flows(scenario, mapper: str = "tiles", time_limit: float = 5.0):
-    """(tatp instance, groups, ring bytes, DP bytes per round) of a scenario."""
-    instance = tatp_schema.from_scenario(scenario)
-    vol = layer_volumes(scenario)
-    groups = map_groups(instance, mapper, time_limit)
-    return instance, groups, vol["ring_bytes"], vol["dp_bytes"]
 
 
 def routing_instance(mesh, groups, vol: dict, detour: int = 0) -> RoutingInstance:
@@ -53,8 +44,6 @@ def evaluate_combo(scenario, mapper: str, router: str, time_limit: float = 10.0,
     """Map, route and time one combination."""
     from wafopt.problems.routing.evaluate import evaluate as evaluate_routes
     from wafopt.problems.tatp.evaluate import evaluate as evaluate_groups
-    from wafopt.core.registry import resolve
-    from wafopt.problems.routing import instance as routing_schema
 
     instance = tatp_schema.from_scenario(scenario)
     vol = layer_volumes(scenario)
@@ -62,7 +51,7 @@ def evaluate_combo(scenario, mapper: str, router: str, time_limit: float = 10.0,
     groups = map_groups(instance, mapper, time_limit)
     mapping = evaluate_groups(instance, {"groups": [[list(d) for d in r] for r in groups]})
     routes_instance = routing_instance(instance.mesh, groups, vol, detour)
-    result = resolve(routing_schema.METHODS[router])(routes_instance, SolveOptions(time_limit=time_limit,
+    result = method_function("routing", router)(routes_instance, SolveOptions(time_limit=time_limit,
                                                                                   quiet=True))
     routing = evaluate_routes(routes_instance, result.plan)
     elapsed = time.perf_counter() - started

@@ -15,10 +15,11 @@ from dataclasses import replace
 
 from wafopt.core.budget import SolveOptions, Stopped, stop_abandonable_step
 from wafopt.core.numeric import relative_gap, settle_status
-from wafopt.core.registry import load_libraries, method_function
+from wafopt.core.registry import load_libraries
 from wafopt.core.result import Bound, MethodResult
 from wafopt.core.solution import Solution
 from wafopt.problems import Evaluation, Loaded, evaluate
+from wafopt.run.methods import method_function
 
 
 def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:

@@ -26,8 +26,8 @@ import numpy as np
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.numeric import close
+from wafopt.costmodel.scenario import Choice, Parallel
 from wafopt.problems import evaluate
-from wafopt.problems.plan.instance import Parallel
 
 POP_SIZE = 12
 GENERATIONS = 25
@@ -40,7 +40,7 @@ class Plans:
     """Evaluation and repair of whole plans, memoized by their JSON form."""
 
     def __init__(self, scenario):
-        from wafopt.compose.planner.compose import fixed_scenario
+        from wafopt.planner.compose import fixed_scenario
 
         self.scenario = scenario
         self.fixed = {}
@@ -67,7 +67,7 @@ class Plans:
     def explicit(self, plan: dict) -> dict:
         """A copy whose recompute is one list of counts per stage (none -> zeros; "full" -> every
         recomputable unit in every layer), so the operators can edit it."""
-        work = self.fs(plan).workload(None, plan.get("tp_scheme"))
+        work = self.fs(plan).workload(Choice(schemes=plan.get("tp_scheme")))
         rows = plan.get("recompute") or [None] * plan["pp"]
         out = []
         for st, row in zip(work.stages, rows):
@@ -80,7 +80,7 @@ class Plans:
 
     def reoffload(self, plan: dict) -> dict | None:
         """The plan with its offloads re-derived for its placement and recomputation."""
-        from wafopt.compose.planner.compose import mem_pair
+        from wafopt.planner.compose import mem_pair
 
         placement = {k: v for k, v in plan.items() if k not in ("recompute", "offload")}
         try:
@@ -213,7 +213,7 @@ def improve(scenario, search, run, omega: float) -> dict:
     from pymoo.core.termination import Termination
     from pymoo.optimize import minimize
 
-    from wafopt.compose.planner import plan_key
+    from wafopt.planner import plan_key
 
     plans = Plans(scenario)
     seeds = sorted((o for o in search.outcomes.values() if o.plan is not None),

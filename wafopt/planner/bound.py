@@ -57,7 +57,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from wafopt.core.errors import InstanceError
-from wafopt.problems.plan.instance import Parallel, Scenario
+from wafopt.costmodel.scenario import Parallel, Scenario
 
 SAFETY = 1e-9        # relative margin (of the terms' magnitude) that makes the float sum a lower bound
 MEMORY_SLACK = 2e-9  # twice the evaluator's relative slack on a die's DRAM (float sums)
@@ -153,7 +153,7 @@ def layout_space(scenario: Scenario, micro_batch: int | None = None) -> list[Par
 
 
 def _schemes() -> tuple[str, ...]:
-    from wafopt.workload.operators import SCHEMES
+    from wafopt.costmodel.operators import SCHEMES
 
     return tuple(SCHEMES)
 
@@ -186,7 +186,7 @@ def _stage_numbers(scenario: Scenario, tp: int, dp: int, micro_batch: int | None
                    scheme: str) -> tuple:
     """(Fc, Bc, fixed, kept, unit bytes, unit seconds, optimizer) of a stage with this role holding
     layers first .. first + n - 1 (the cost model's own stage, as in any split)."""
-    from wafopt.workload.model import stage_workload
+    from wafopt.costmodel.model import stage_workload
 
     tr = _training(scenario, micro_batch)
     pp, index = _ROLE_STAGE[role]
@@ -443,7 +443,7 @@ def cheap_weights(d: LayoutData) -> list[np.ndarray]:
 def layer_compute(scenario: Scenario, tp: int, micro_batch: int | None = None) -> tuple[float, float]:
     """(forward, backward) compute seconds of one layer per micro-batch, the least over the TP
     schemes and layer kinds (the operators' rooflines of the workload's layer tables)."""
-    from wafopt.workload.operators import build_layer, op_seconds
+    from wafopt.costmodel.operators import build_layer, op_seconds
 
     wafer, llm = scenario.wafer, scenario.llm
     flops = wafer.die_flops * wafer.compute_efficiency

@@ -1,0 +1,104 @@
+"""What the cost model prices: a scenario (wafer, LLM, training, what `parallel:` fixes) and a
+choice (layout, tensor-parallel scheme per stage, micro-batch size, layer split).
+
+A plan decides its choice and its placement; `Scenario.workload(choice)` turns the choice into
+the per-stage numbers (wafopt.costmodel.model), the one place they are assembled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from wafopt.core.errors import InstanceError
+from wafopt.costmodel.model import build_workload, stage_schemes
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp: int
+    pp: int
+    dp: int = 1
+
+    @property
+    def dies(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """What a partial `parallel:` fixes (None: the planner chooses)."""
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+
+    def violation(self, par: Parallel) -> str | None:
+        wrong = [f"{k}={getattr(par, k)} (the instance fixes {k}={getattr(self, k)})"
+                 for k in ("tp", "pp", "dp") if getattr(self, k) not in (None, getattr(par, k))]
+        return "plan layout " + ", ".join(wrong) if wrong else None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a plan chooses beyond placement. None stands for the scenario's default: its fixed
+    layout, Megatron TP on every stage, its (least) micro-batch size, its split (else even)."""
+    parallel: Parallel | None = None
+    schemes: tuple[str, ...] | str | None = None   # scheme per stage, or one for all stages
+    micro_batch: int | None = None
+    layers: tuple[int, ...] | None = None       # layers per stage
+
+    def __post_init__(self):
+        for name in ("schemes", "layers"):   # lists from plans: hashable, so workloads can be cached
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    wafer: object      # wafopt.hardware.catalog.Wafer
+    llm: object        # wafopt.hardware.catalog.LLM
+    training: object   # wafopt.costmodel.model.Training
+    parallel: Parallel | None   # the fixed layout, or None when the planner searches it
+    fixed: Fixed = Fixed()      # what `parallel:` fixes (all of tp, pp, dp when `parallel` is set)
+    split: tuple[int, ...] | None = None   # layers per stage of plans without `layers` (None: even)
+
+    def mesh(self):
+        return self.wafer.mesh()
+
+    def workload(self, choice: Choice = Choice()):
+        """The per-stage costs of a choice (defaults: see Choice)."""
+        parallel = choice.parallel or self.parallel
+        if parallel is None:
+            raise InstanceError("this needs a parallel layout: add parallel: {tp, pp, dp}", "parallel")
+        split = choice.layers if choice.layers is not None else self.split
+        if split is not None and len(split) != parallel.pp and choice.layers is None:
+            split = None   # the scenario's split is for its own pp
+        return _workload(self, parallel, stage_schemes(choice.schemes, parallel.pp), split,
+                         choice.micro_batch or self.training.micro_batch)
+
+    def with_choice(self, micro_batch: int | None = None, split=None) -> "Scenario":
+        """The scenario whose plans use this micro-batch size and layer split by default (what the
+        kernels derive from when the planner has chosen them)."""
+        training = self.training
+        if micro_batch is not None:
+            training = replace(training, micro_batch=micro_batch, micro_batches=(micro_batch,))
+        return replace(self, training=training, split=None if split is None else tuple(split))
+
+    def plan_fields(self) -> dict:
+        """What a plan must say beyond its layout to use this scenario's defaults: `micro_batch`
+        where the scenario allows several sizes (the least), `layers` where it has a split."""
+        out = {}
+        if len(self.training.micro_batches) > 1:
+            out["micro_batch"] = self.training.micro_batch
+        if self.split is not None:
+            out["layers"] = list(self.split)
+        return out
+
+
+@lru_cache(maxsize=128)   # layouts x schemes x splits x micro-batch sizes a search revisits
+def _workload(scenario: Scenario, parallel: Parallel, schemes: tuple[str, ...] | None, split, micro_batch: int):
+    training = scenario.training
+    if micro_batch != training.micro_batch:
+        training = replace(training, micro_batch=micro_batch)
+    return build_workload(scenario.llm, training, scenario.wafer, parallel.tp, parallel.pp,
+                          parallel.dp, schemes, None if split is None else list(split))
