@@ -13,7 +13,8 @@ from wafopt.explore.enumerate import (
     edge_sequences,
     enumerate_designs,
 )
-from wafopt.explore.run import Explorer, Workload
+from wafopt.explore.run import Explorer
+from wafopt.explore.space import LoadedWorkload
 from wafopt.explore.space import parse_space
 from wafopt.explore.store import Store
 
@@ -38,7 +39,7 @@ def space(units=UNITS, max_units=3, dies=DIES, **extra):
     return parse_space(data)
 
 
-WORKLOADS = [Workload("small", {"size": 1.0}, "s", 1.0), Workload("large", {"size": 3.0}, "l", 1.0)]
+WORKLOADS = [LoadedWorkload("small", {"size": 1.0}, "s", 1.0), LoadedWorkload("large", {"size": 3.0}, "l", 1.0)]
 
 
 def test_edge_dedup_removes_only_reorderings():

@@ -11,13 +11,12 @@ import json
 from importlib import resources
 
 from wafopt.core.errors import InstanceError
-from wafopt.explore.run import Workload
-from wafopt.explore.space import LoadedSpace
+from wafopt.explore.space import LoadedSpace, LoadedWorkload
 
 DEFAULT_EPSILON = 0.10  # used only when no calibration has been recorded; said in the report
 
 
-def load_workloads(loaded: LoadedSpace) -> list[Workload]:
+def load_workloads(loaded: LoadedSpace) -> list[LoadedWorkload]:
     from wafopt.core.files import read_mapping
     from wafopt.costmodel.model import parse_training
 
@@ -31,7 +30,7 @@ def load_workloads(loaded: LoadedSpace) -> list[Workload]:
             data = dict(data, training={**(data.get("training") or {}), **w.training})
             digest = hashlib.sha256((digest + json.dumps(w.training, sort_keys=True)).encode()).hexdigest()
             parse_training(data["training"], f"workloads.{w.name}.training")   # a bad field names itself
-        out.append(Workload(w.name, data, digest, w.weight))
+        out.append(LoadedWorkload(w.name, data, digest, w.weight))
     return out
 
 

@@ -28,20 +28,12 @@ import numpy as np
 
 from wafopt.core.numeric import at_most
 from wafopt.explore.enumerate import Design, enumerate_designs
-from wafopt.explore.space import LoadedSpace
+from wafopt.explore.space import LoadedSpace, LoadedWorkload
 from wafopt.explore.store import Store, task_key
 
 FIDELITIES = ("F0", "F1", "F2", "F3")
 BATCH = 4  # designs per round of fine evaluation (fixed: results must not depend on workers)
 FLUSH, FLUSH_S = 64, 10.0   # results are written to the store in groups this large, or this often
-
-
-@dataclass
-class Workload:
-    name: str
-    data: dict       # the scenario mapping (its wafer is replaced by each design's)
-    sha: str
-    weight: float
 
 
 @dataclass
@@ -61,7 +53,7 @@ class Objective:
     the weighted geometric mean of iteration times (throughput), divided by the wafer's DRAM
     capacity for `capacity_x_throughput` (WATOS Fig. 25)."""
 
-    def __init__(self, kind: str, workloads: list[Workload]):
+    def __init__(self, kind: str, workloads: list[LoadedWorkload]):
         self.kind = kind
         self.weights = {w.name: w.weight for w in workloads}
 
@@ -80,7 +72,7 @@ class Objective:
 
 
 class Explorer:
-    def __init__(self, loaded: LoadedSpace, workloads: list[Workload], evaluate: Callable[[dict], dict],
+    def __init__(self, loaded: LoadedSpace, workloads: list[LoadedWorkload], evaluate: Callable[[dict], dict],
                  epsilon: float, store: Store | None = None, budget_s: float = 30.0, seed: int = 0,
                  workers: int = 0, scheduler: str | None = None, time_limit: float | None = None,
                  progress: Callable[[str, dict], None] | None = None):
@@ -103,7 +95,7 @@ class Explorer:
         self._client = None
 
     # ---- running tasks ------------------------------------------------------------------------
-    def _run(self, fidelity: str, items: list[tuple[DesignState, Workload, dict | None]],
+    def _run(self, fidelity: str, items: list[tuple[DesignState, LoadedWorkload, dict | None]],
              tick: Callable[[int], None] | None = None) -> list[dict]:
         """Evaluate (design, workload) tasks at one fidelity, through the store; in order. Results
         are stored as they come (a killed run keeps them); `tick(n)` counts the tasks done."""
@@ -293,7 +285,7 @@ class Explorer:
             s.status, s.why = "pruned", f"{s.fidelity}: its {what} is above the best design's value"
         return beaten
 
-    def _take(self, s: DesignState, w: Workload, r: dict, fidelity: str) -> None:
+    def _take(self, s: DesignState, w: LoadedWorkload, r: dict, fidelity: str) -> None:
         """A plan (kept when better than the one known: F3 simulates it) and a tightened bound."""
         if r["feasible"] and r["value"] is not None and r.get("plan") is not None \
                 and r["value"] < s.upper.get(w.name, math.inf):

@@ -96,13 +96,22 @@ class Edge(_Strict):
         return self
 
 
-class Workload(_Strict):
+class WorkloadSpec(_Strict):
     name: str = Field(min_length=1, max_length=60)
     scenario: str = Field(min_length=1, max_length=500)  # a scenario file, relative to the space file
     weight: float = Field(1.0, gt=0, le=1e6, allow_inf_nan=False)
     # fields of the scenario's `training:` to replace (e.g. a smaller global batch); the scenario
     # parser checks them like any scenario's
     training: dict[str, int | float | bool | str] = Field(default_factory=dict, max_length=20)
+
+
+@dataclass
+class LoadedWorkload:
+    """A workload of a space with its scenario read: what every fidelity evaluates."""
+    name: str
+    data: dict       # the scenario mapping (its wafer is replaced by each design's)
+    sha: str
+    weight: float
 
 
 class Space(_Strict):
@@ -113,7 +122,7 @@ class Space(_Strict):
     wafer: WaferArea = WaferArea()
     compute_dies: tuple[ComputeDie, ...] = Field(min_length=1, max_length=MAX_COMPUTE_DIES)
     edge: Edge
-    workloads: tuple[Workload, ...] = Field(min_length=1, max_length=MAX_WORKLOADS)
+    workloads: tuple[WorkloadSpec, ...] = Field(min_length=1, max_length=MAX_WORKLOADS)
     objective: Literal["throughput", "capacity_x_throughput"] = "throughput"
     min_dies: int = Field(1, ge=1, le=10_000)   # designs with fewer dies are not wafers worth planning
 
@@ -136,7 +145,7 @@ class LoadedSpace:
     path: Path | None
     sha256: str | None
 
-    def workload_path(self, workload: Workload) -> Path:
+    def workload_path(self, workload: WorkloadSpec) -> Path:
         p = Path(workload.scenario)
         return p if p.is_absolute() or self.path is None else (self.path.parent / p)
 
