@@ -10,13 +10,11 @@ from wafopt.cli import main
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.model import (
     FULL,
-    STATE_PRESETS,
-    Training,
     build_workload,
-    parse_training,
     recompute_row,
 )
 from wafopt.costmodel.operators import build_layer
+from wafopt.costmodel.training import STATE_PRESETS, Training, parse_training
 from wafopt.hardware.catalog import resolve_llm, resolve_wafer
 from wafopt.problems import evaluate, parse_instance
 from wafopt.problems.plan.layouts import tile_dies

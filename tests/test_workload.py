@@ -7,14 +7,12 @@ import pytest
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.model import (
     FULL,
-    STATE_PRESETS,
     StageWorkload,
-    Training,
     Workload,
     build_workload,
-    parse_training,
     split_layers,
 )
+from wafopt.costmodel.training import STATE_PRESETS, Training, parse_training
 from wafopt.hardware.catalog import resolve_llm, resolve_wafer
 
 S, B, H, A, L, V = 2048, 1, 12288, 96, 96, 50257   # GPT-3 175B (Korthikanti et al. Table 3)

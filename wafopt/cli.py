@@ -561,8 +561,8 @@ class WorkloadTable(Command):
     def run(self, args):
         from dataclasses import replace
 
-        from wafopt.costmodel.model import parse_training
         from wafopt.costmodel.report import render_report, workload_report
+        from wafopt.costmodel.training import parse_training
 
         loaded = _load(args.scenario)
         if loaded.problem != "plan":

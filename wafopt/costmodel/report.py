@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from wafopt.costmodel.model import (
     FULL,
-    Training,
     Workload,
     build_workload,
     recompute_row,
@@ -20,6 +19,7 @@ from wafopt.costmodel.operators import (
     LayerTable,
     op_seconds,
 )
+from wafopt.costmodel.training import Training
 from wafopt.hardware.catalog import LLM, Wafer
 
 

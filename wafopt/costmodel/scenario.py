@@ -57,7 +57,7 @@ class Choice:
 class Scenario:
     wafer: object      # wafopt.hardware.catalog.Wafer
     llm: object        # wafopt.hardware.catalog.LLM
-    training: object   # wafopt.costmodel.model.Training
+    training: object   # wafopt.costmodel.training.Training
     parallel: Parallel | None   # the fixed layout, or None when the planner searches it
     fixed: Fixed = Fixed()      # what `parallel:` fixes (all of tp, pp, dp when `parallel` is set)
     split: tuple[int, ...] | None = None   # layers per stage of plans without `layers` (None: even)

@@ -18,7 +18,7 @@ DEFAULT_EPSILON = 0.10  # used only when no calibration has been recorded; said 
 
 def load_workloads(loaded: LoadedSpace) -> list[LoadedWorkload]:
     from wafopt.core.files import read_mapping
-    from wafopt.costmodel.model import parse_training
+    from wafopt.costmodel.training import parse_training
 
     out = []
     for w in loaded.space.workloads:

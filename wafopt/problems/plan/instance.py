@@ -36,7 +36,7 @@ def parse_parallel(f: Fields) -> tuple[Parallel | None, Fixed]:
 
 
 def parse(f: Fields) -> Scenario:
-    from wafopt.costmodel.model import parse_training
+    from wafopt.costmodel.training import parse_training
     from wafopt.hardware.catalog import resolve_llm, resolve_wafer
 
     wafer = resolve_wafer(f.raw("wafer"), f.path("wafer"))
