@@ -43,7 +43,7 @@ from wafopt.core.numeric import at_most, tolerance
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
 from wafopt.problems.placement.branch_bound import (
     MAX_TREE_TOKENS,
-    Space,
+    TileSpace,
     encode_tree,
     free_slots,
     root_bound,
@@ -72,7 +72,7 @@ class Incumbent:
 class TileSearch:
     """The search tree of one tile shape."""
 
-    space: Space
+    space: TileSpace
     stages: list = field(default_factory=list)     # node id -> fixed stages (in fixing order)
     slots: list = field(default_factory=list)      # node id -> their slots
     branch: dict = field(default_factory=dict)     # expanded node id -> stage it branches on
@@ -144,7 +144,7 @@ class TileSearch:
                 "frontier": frontier, **({"cut_at_depth": limit} if limit is not None else {})}
 
 
-def _prune_threshold(space: Space, upper: float) -> float:
+def _prune_threshold(space: TileSpace, upper: float) -> float:
     """A bound at or above which a node holds no plan better than the incumbent `upper` under the
     tolerance rule: `upper` itself, or with integer objectives just above upper - 1 (its rounded
     value is then upper)."""
@@ -157,7 +157,7 @@ def _prune_threshold(space: Space, upper: float) -> float:
     return upper
 
 
-def branch_stages(space: Space, stages: np.ndarray, total: np.ndarray, count: int = 1) -> np.ndarray:
+def branch_stages(space: TileSpace, stages: np.ndarray, total: np.ndarray, count: int = 1) -> np.ndarray:
     """For each node (row of fixed stages), up to `count` free stages by most weight to the fixed
     stages, then most weight overall (at the root: the heaviest stage, whose slot the grid
     symmetries restrict most); a node without a stage tied to its fixed ones gets one. (B, count)"""
@@ -171,7 +171,7 @@ def branch_stages(space: Space, stages: np.ndarray, total: np.ndarray, count: in
     return np.where(tied, order, order[:, :1])
 
 
-class Search:
+class BranchAndBound:
     def __init__(self, inst: PlacementInstance, options: SolveOptions):
         self.inst, self.options = inst, options
         self.best = Incumbent()
@@ -184,7 +184,7 @@ class Search:
         """Better than the incumbent beyond the tolerance rule."""
         return value < self.best.value and (math.isinf(self.best.value) or not at_most(self.best.value, value))
 
-    def offer(self, space: Space, slot_of_stage: np.ndarray, value: float | None = None) -> None:
+    def offer(self, space: TileSpace, slot_of_stage: np.ndarray, value: float | None = None) -> None:
         fit = space.fit
         if value is None:
             value = fit.one(slot_of_stage)
@@ -192,7 +192,7 @@ class Search:
             self.best = Incumbent(float(value), space.layout.plan(slot_of_stage))
             self.options.incumbent(self.best.plan)
 
-    def improve(self, space: Space, slot_of_stage: np.ndarray) -> None:
+    def improve(self, space: TileSpace, slot_of_stage: np.ndarray) -> None:
         """Exact swap descent on the base objective from a completion (kept if the full objective
         improves on the incumbent)."""
         fit = space.fit
@@ -201,7 +201,7 @@ class Search:
         perm = fit.base_descent(perm, stop=self.options.stopped)
         self.offer(space, perm[:space.n])
 
-    def warm_start(self, spaces: list[Space]) -> None:
+    def warm_start(self, spaces: list[TileSpace]) -> None:
         plan = self.options.warm_start
         if not plan:
             return
@@ -217,7 +217,7 @@ class Search:
                 return
 
     # --- one tile shape ------------------------------------------------------------------------
-    def search(self, space: Space, deadline: float | None) -> TileSearch:
+    def search(self, space: TileSpace, deadline: float | None) -> TileSearch:
         tree = TileSearch(space)
         total = space.C.sum(axis=1)
         tree.stages.append(())
@@ -253,7 +253,7 @@ class Search:
         tree.closed_least = min(tree.closed_least, bound)
         return False
 
-    def settle(self, space: Space, tree: TileSearch, nodes: list[int]) -> list[int]:
+    def settle(self, space: TileSpace, tree: TileSearch, nodes: list[int]) -> list[int]:
         """Of popped nodes of one depth, those to expand now: a node kept with a weaker bound first
         gets its full one; pruned by it, it is a leaf; raised by it, it goes back to the heap."""
         lazy = [node for node in nodes if node in tree.lazy]
@@ -276,9 +276,9 @@ class Search:
             del tree.bound[node]
         return [node for node in nodes if node not in later]
 
-    def expand(self, space: Space, tree: TileSearch, nodes: list[int], total: np.ndarray) -> None:
+    def expand(self, space: TileSpace, tree: TileSearch, nodes: list[int], total: np.ndarray) -> None:
         """Expand open nodes of one depth: each branches on its stage (branch_stages) over its kids
-        (Space.kids); the nodes whose kids are all their free slots are bounded in one batch. The
+        (TileSpace.kids); the nodes whose kids are all their free slots are bounded in one batch. The
         children's completions are offered as incumbents before any child is kept or pruned."""
         stages = np.array([tree.stages[node] for node in nodes], dtype=int).reshape(len(nodes), -1)
         slots = np.array([tree.slots[node] for node in nodes], dtype=int).reshape(len(nodes), -1)
@@ -324,9 +324,9 @@ class Search:
         for k, node in enumerate(nodes):
             self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], *results[k][:2])
 
-    def _children(self, space: Space, stages: np.ndarray, slots: np.ndarray, branches: np.ndarray, kids: list,
+    def _children(self, space: TileSpace, stages: np.ndarray, slots: np.ndarray, branches: np.ndarray, kids: list,
                   symmetric: np.ndarray, todo: list | None = None, assign_below: float = math.inf) -> dict:
-        """Space.children_batch for the nodes `todo` (default: all) branching on `branches`: the nodes
+        """TileSpace.children_batch for the nodes `todo` (default: all) branching on `branches`: the nodes
         whose kids are all their free slots in one batch, the others one by one."""
         todo = range(len(stages)) if todo is None else todo
         out = {}
@@ -372,7 +372,7 @@ class Search:
                 heapq.heappush(heap, entry)
             tree.queued += len(kept)
 
-    def _progress(self, space: Space, tree: TileSearch) -> None:
+    def _progress(self, space: TileSpace, tree: TileSearch) -> None:
         now = time.monotonic()
         if now - self._last_progress < PROGRESS_EVERY_S:
             return
@@ -382,14 +382,14 @@ class Search:
                         extra=f"{tree.expanded} nodes, {tree.pending()} open")
 
 
-def _name(space: Space) -> str:
+def _name(space: TileSpace) -> str:
     return f"{space.layout.tile[0]}x{space.layout.tile[1]}"
 
 
 def bnb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     """Branch and bound over stage-to-slot assignments with Gilmore-Lawler bounds (see module doc)."""
-    search = Search(inst, options)
-    spaces = [Space(inst, lay) for lay in inst.layouts]
+    search = BranchAndBound(inst, options)
+    spaces = [TileSpace(inst, lay) for lay in inst.layouts]
     search.warm_start(spaces)
     roots = [root_bound(space) for space in spaces]
     order = sorted(range(len(spaces)), key=lambda k: roots[k])

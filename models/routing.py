@@ -24,7 +24,7 @@ VOLUME_DIGITS = 6  # CP-SAT: volumes scale exactly when they have at most this m
 
 # --- data ---------------------------------------------------------------------------------------------
 @dataclass
-class Data:
+class RoutingData:
     links: list[Link]                  # healthy directed links
     arcs: list[list[Link]]             # per flow: links that lie on some candidate path
     budget: list[int]                  # per flow: most hops allowed (shortest + detour)
@@ -35,7 +35,7 @@ class Data:
     detour: int
 
 
-def build_data(instance) -> Data:
+def build_data(instance) -> RoutingData:
     """A link (u, v) can carry flow f only if dist(src, u) + 1 + dist(v, dst) <= shortest + detour.
     With detour 0 these links form the DAG of shortest paths, so every src-dst path in it is a
     candidate; with a detour the path length is bounded explicitly."""
@@ -48,7 +48,7 @@ def build_data(instance) -> Data:
         arcs.append([(u, v) for u, v in mesh.directed_links
                      if d_src[mesh.index(u)] + 1 + d_dst[mesh.index(v)] <= limit])
         budget.append(limit)
-    return Data(list(mesh.directed_links), arcs, budget, [f.volume for f in instance.flows],
+    return RoutingData(list(mesh.directed_links), arcs, budget, [f.volume for f in instance.flows],
                 [f.src for f in instance.flows], [f.dst for f in instance.flows], mesh.link_bandwidth,
                 instance.detour)
 
@@ -66,11 +66,11 @@ def nodes_of(arcs: list[Link]) -> set[Die]:
     return {d for link in arcs for d in link}
 
 
-def supply(data: Data, f: int, die: Die) -> int:
+def supply(data: RoutingData, f: int, die: Die) -> int:
     return 1 if die == data.src[f] else -1 if die == data.dst[f] else 0
 
 
-def walk(data: Data, f: int, used: set[Link]) -> list[Die]:
+def walk(data: RoutingData, f: int, used: set[Link]) -> list[Die]:
     """The path from src along used links (cycles disjoint from it are dropped)."""
     nxt = {u: v for u, v in used}
     path = [data.src[f]]
@@ -87,7 +87,7 @@ def _result(instance, routes, status, bound, solver, message, stats) -> MethodRe
 
 
 # --- MILP ---------------------------------------------------------------------------------------------
-def build_milp(data: Data):
+def build_milp(data: RoutingData):
     """Pyomo flattens tuple indices, so links are indexed by their position in data.links and
     dies by a running number."""
     import pyomo.environ as pyo
@@ -129,7 +129,7 @@ def build_milp(data: Data):
     return m
 
 
-def warm_start_milp(m, data: Data, routes: list[list[Die]]) -> None:
+def warm_start_milp(m, data: RoutingData, routes: list[list[Die]]) -> None:
     used = {(f, m.link_id[a, b]) for f, p in enumerate(routes) for a, b in zip(p, p[1:])}
     for key in m.FA:
         m.use[key].value = int(key in used)
@@ -139,7 +139,7 @@ def warm_start_milp(m, data: Data, routes: list[list[Die]]) -> None:
     m.peak.value = max(loads.values()) / max(data.volume)
 
 
-def decode_milp(m, data: Data) -> list[list[Die]]:
+def decode_milp(m, data: RoutingData) -> list[list[Die]]:
     return [walk(data, f, {a for a in data.arcs[f] if m.use[f, m.link_id[a]].value > 0.5})
             for f in range(len(data.arcs))]
 
@@ -174,7 +174,7 @@ def integer_volumes(volumes: list[float]) -> tuple[list[int], Fraction, bool]:
     return [math.floor(exact(v) * scale) for v in volumes], scale, False
 
 
-def build_cpsat(data: Data, weights: list[int]):
+def build_cpsat(data: RoutingData, weights: list[int]):
     from ortools.sat.python import cp_model
 
     m = cp_model.CpModel()
@@ -200,7 +200,7 @@ def build_cpsat(data: Data, weights: list[int]):
     return m, use, peak
 
 
-def decode_cpsat(data: Data, use: dict, value) -> list[list[Die]]:
+def decode_cpsat(data: RoutingData, use: dict, value) -> list[list[Die]]:
     return [walk(data, f, {(u, v) for u, v in data.arcs[f] if value(use[f, u, v])})
             for f in range(len(data.arcs))]
 

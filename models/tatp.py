@@ -35,7 +35,7 @@ NEXT_COLUMNS = 30_000     # ... when that one has at most this many
 
 # --- data ---------------------------------------------------------------------------------------------
 @dataclass
-class Data:
+class RingData:
     dies: list[Die]              # healthy dies, row-major; position k is the die's model index
     dist: np.ndarray             # hop distances between model indices
     N: int
@@ -49,7 +49,7 @@ class Data:
         return range(len(self.dies))
 
 
-def build_data(instance, start_cost: int) -> Data:
+def build_data(instance, start_cost: int) -> RingData:
     """Arcs longer than UB - (G-1) * floor cannot be used by a plan at least as good as the start
     plan (every other ring costs >= floor), so dropping them keeps the model exact."""
     mesh = instance.mesh
@@ -60,7 +60,7 @@ def build_data(instance, start_cost: int) -> Data:
     max_ring = max(floor, start_cost - (G - 1) * floor)
     short = (dist <= max_ring) & ~np.eye(len(dies), dtype=bool)
     arcs = [(int(u), int(v)) for u, v in zip(*np.nonzero(short))]
-    return Data(dies, dist, instance.group_size, G, floor, max_ring, arcs)
+    return RingData(dies, dist, instance.group_size, G, floor, max_ring, arcs)
 
 
 def start_plan(instance, options: SolveOptions) -> list[list[Die]]:
@@ -75,7 +75,7 @@ def start_plan(instance, options: SolveOptions) -> list[list[Die]]:
     return snake_groups(instance.mesh, instance.group_size, instance.groups)
 
 
-def canonical(data: Data, groups: list[list[Die]]) -> list[list[int]]:
+def canonical(data: RingData, groups: list[list[Die]]) -> list[list[int]]:
     """Groups as model indices, sorted by their lowest index (the symmetry-breaking order)."""
     pos = {d: k for k, d in enumerate(data.dies)}
     rings = [[pos[tuple(d)] for d in ring] for ring in groups]
@@ -86,7 +86,7 @@ def ring_arcs(ring: list[int]) -> list[tuple[int, int]]:
     return [(ring[k], ring[(k + 1) % len(ring)]) for k in range(len(ring))] if len(ring) > 1 else []
 
 
-def rings_from_arcs(data: Data, members: list[int], succ: dict[int, int]) -> list[Die]:
+def rings_from_arcs(data: RingData, members: list[int], succ: dict[int, int]) -> list[Die]:
     """Follow successor arcs from the lowest member to recover the cyclic order."""
     if not members:
         return []
@@ -116,7 +116,7 @@ class Columns:
     costs: list[int]          # its ring cost
 
 
-def enumerate_rings(data: Data, K: int, max_columns: int | None = None,
+def enumerate_rings(data: RingData, K: int, max_columns: int | None = None,
                     max_nodes: int | None = None, stop=never) -> Columns | None:
     """All die sets with ring cost <= K, each with its cheapest cyclic order; None when the
     enumeration passes the column or DFS-node limit (the caller then falls back).
@@ -169,7 +169,7 @@ def enumerate_rings(data: Data, K: int, max_columns: int | None = None,
     return Columns(K, [list(order) for _, order in found], [cost for cost, _ in found])
 
 
-def stage_lp(data: Data, cols: Columns, upper: int) -> tuple[float, np.ndarray, bool] | None:
+def stage_lp(data: RingData, cols: Columns, upper: int) -> tuple[float, np.ndarray, bool] | None:
     """LP relaxation of the stage's column model (HiGHS): (lower bound of the stage, the columns that
     can be in a solution of cost <= upper, whether wildcards can), or None without an LP optimum.
 
@@ -221,7 +221,7 @@ def reduced(cols: Columns, keep: np.ndarray) -> tuple[Columns, list[int]]:
     return Columns(cols.K, [cols.rings[s] for s in index], [cols.costs[s] for s in index]), index
 
 
-def column_covers(data: Data, cols: Columns) -> list[list[int]]:
+def column_covers(data: RingData, cols: Columns) -> list[list[int]]:
     """For each die, the columns that contain it."""
     covers: list[list[int]] = [[] for _ in data.positions]
     for s, ring in enumerate(cols.rings):
@@ -237,7 +237,7 @@ def column_start(cols: Columns, rings: list[list[int]]) -> tuple[set[int], int]:
     return picked, len(rings) - len(picked)
 
 
-def build_columns_cpsat(data: Data, cols: Columns, upper: int | None = None, wild_max: int | None = None):
+def build_columns_cpsat(data: RingData, cols: Columns, upper: int | None = None, wild_max: int | None = None):
     """upper: only solutions of total cost <= upper (better than the incumbent); wild_max: at most
     this many wildcards (0 when reduced-cost fixing excluded them)."""
     from ortools.sat.python import cp_model
@@ -258,9 +258,9 @@ def build_columns_cpsat(data: Data, cols: Columns, upper: int | None = None, wil
     return m, {"pick": pick, "wild": wild}
 
 
-def solve_columns_cpsat(data: Data, cols: Columns, rings: list[list[int]], options: SolveOptions,
+def solve_columns_cpsat(data: RingData, cols: Columns, rings: list[list[int]], options: SolveOptions,
                         time_limit: float | None, upper: int | None = None, wild_max: int | None = None):
-    """Solve the column model warm-started from `rings`. Returns (Outcome, picked columns, wild)."""
+    """Solve the column model warm-started from `rings`. Returns (SolverOutcome, picked columns, wild)."""
     model, v = build_columns_cpsat(data, cols, upper, wild_max)
     picked, wild = column_start(cols, rings)
     for s, var in enumerate(v["pick"]):
@@ -277,7 +277,7 @@ def solve_columns_cpsat(data: Data, cols: Columns, rings: list[list[int]], optio
             int(solver.Value(v["wild"])))
 
 
-def build_columns_milp(data: Data, cols: Columns, upper: int | None = None, wild_max: int | None = None):
+def build_columns_milp(data: RingData, cols: Columns, upper: int | None = None, wild_max: int | None = None):
     import pyomo.environ as pyo
 
     m = pyo.ConcreteModel("tatp_columns")
@@ -297,7 +297,7 @@ def build_columns_milp(data: Data, cols: Columns, upper: int | None = None, wild
     return m
 
 
-def solve_columns_milp(data: Data, cols: Columns, rings: list[list[int]], options: SolveOptions,
+def solve_columns_milp(data: RingData, cols: Columns, rings: list[list[int]], options: SolveOptions,
                        time_limit: float | None, upper: int | None = None, wild_max: int | None = None):
     model = build_columns_milp(data, cols, upper, wild_max)
     picked, wild = column_start(cols, rings)
@@ -391,7 +391,7 @@ def _cost(instance, groups: list[list[Die]]) -> int:
 
 
 # --- CP-SAT -------------------------------------------------------------------------------------------
-def build_cpsat(data: Data, packing: bool = False):
+def build_cpsat(data: RingData, packing: bool = False):
     """The mapping model; with packing=True the rings are optional, use only hops <= floor, and the
     objective maximizes how many there are (the most rings that can reach the floor cost)."""
     from ortools.sat.python import cp_model
@@ -439,7 +439,7 @@ def build_cpsat(data: Data, packing: bool = False):
                "active": active}
 
 
-def hint_cpsat(m, data: Data, v: dict, rings: list[list[int]]) -> None:
+def hint_cpsat(m, data: RingData, v: dict, rings: list[list[int]]) -> None:
     used = {(g, a, b) for g, ring in enumerate(rings) for a, b in ring_arcs(ring)}
     for (g, d), var in v["member"].items():
         m.AddHint(var, d in rings[g])
@@ -451,7 +451,7 @@ def hint_cpsat(m, data: Data, v: dict, rings: list[list[int]]) -> None:
         m.AddHint(v["lowest"][g], min(ring))
 
 
-def decode_cpsat(data: Data, v: dict, value) -> list[list[Die]]:
+def decode_cpsat(data: RingData, v: dict, value) -> list[list[Die]]:
     groups = []
     for g in range(data.G):
         members = [d for d in data.positions if value(v["member"][g, d])]
@@ -546,7 +546,7 @@ def circuit_cpsat(instance, options: SolveOptions, started: float, search: Colum
 
 
 # --- MILP ---------------------------------------------------------------------------------------------
-def build_milp(data: Data):
+def build_milp(data: RingData):
     import pyomo.environ as pyo
 
     m = pyo.ConcreteModel("tatp")
@@ -599,7 +599,7 @@ def build_milp(data: Data):
     return m
 
 
-def warm_start_milp(m, data: Data, rings: list[list[int]]) -> None:
+def warm_start_milp(m, data: RingData, rings: list[list[int]]) -> None:
     used = {(g, a, b) for g, ring in enumerate(rings) for a, b in ring_arcs(ring)}
     for g, ring in enumerate(rings):
         for d in range(len(data.dies)):
@@ -615,7 +615,7 @@ def warm_start_milp(m, data: Data, rings: list[list[int]]) -> None:
         m.cost[g].value = max(data.floor, max(int(data.dist[a, b]) for a, b in ring_arcs(ring)))
 
 
-def decode_milp(m, data: Data) -> list[list[Die]]:
+def decode_milp(m, data: RingData) -> list[list[Die]]:
     groups = []
     for g in range(data.G):
         members = [d for d in data.positions if m.member[g, d].value > 0.5]

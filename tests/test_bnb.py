@@ -21,7 +21,7 @@ from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import CertificateError
 from wafopt.problems import evaluate, load
 from wafopt.problems.placement.branch_bound import (
-    Space,
+    TileSpace,
     check_bnb_frontier,
     decode_tree,
     encode_tree,
@@ -129,7 +129,7 @@ def draw_node(space, data):
 def test_child_bound_never_above_its_best_completion(inst, data):
     """A node's bound (Gilmore-Lawler + fixed cost + fixed routing conflicts) is at most the full
     objective of every plan that completes it."""
-    space = Space(inst, inst.layouts[0])
+    space = TileSpace(inst, inst.layouts[0])
     n, m = space.n, space.m
     stages, slots, branch, kids = draw_node(space, data)
     bounds, exact, _ = space.children(stages, slots, branch, kids)
@@ -154,7 +154,7 @@ def test_weaker_bounds_never_above_the_full_one(inst, data):
     """Children spared their assignment problem (by the cutoff, or lazily above `assign_below`) keep
     a weaker bound (the screen or the row-minimum one): never above the full bound, and at least the
     level that spared them; the others get the full bound."""
-    space = Space(inst, inst.layouts[0])
+    space = TileSpace(inst, inst.layouts[0])
     stages, slots, branch, kids = draw_node(space, data)
     full, every, _ = space.children(stages, slots, branch, kids)
     assert every.all()
@@ -212,7 +212,7 @@ def open_frontier():
 def test_open_frontier_rederives(open_frontier):
     inst, result = open_frontier
     data = json.loads(json.dumps(result.bound.data))
-    assert root_bound(Space(inst, inst.layouts[0])) <= result.bound.value <= 1150.0
+    assert root_bound(TileSpace(inst, inst.layouts[0])) <= result.bound.value <= 1150.0
     assert check_bnb_frontier(inst, data) >= result.bound.value - TOL
     frontier = data["tiles"]["1x1"]["frontier"]
     assert frontier and min(b for _, b in frontier) >= data["tiles"]["1x1"]["bound"] - TOL
@@ -266,7 +266,7 @@ def test_tree_round_trip():
 ])
 def test_symmetry_group_follows_faults_and_routes(mesh, pairs, size):
     inst = loaded(mesh=mesh, tile=[1, 1], flows=chain(3), pairs=pairs).instance
-    space = Space(inst, inst.layouts[0])
+    space = TileSpace(inst, inst.layouts[0])
     assert len(space.group) == size
     D = space.D
     for g in space.group:
@@ -320,5 +320,5 @@ def test_a_tree_too_large_to_check_is_cut_and_still_certifies(monkeypatch):
     result = solve_direct(lo.instance, time_limit=60)
     tile = result.bound.data["tiles"]["1x1"]
     assert "cut_at_depth" in tile and len(decode_tree(tile["tree"], 12)) <= 300
-    assert root_bound(Space(lo.instance, lo.instance.layouts[0])) <= result.bound.value <= 578.0
+    assert root_bound(TileSpace(lo.instance, lo.instance.layouts[0])) <= result.bound.value <= 578.0
     assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL

@@ -37,7 +37,7 @@ SOLVER_LOG = stderr_copy()
 
 
 @dataclass
-class Outcome:
+class SolverOutcome:
     status: str          # optimal | feasible | infeasible | unknown
     bound: float | None  # proven lower bound of the model objective (model units)
     has_solution: bool   # variable values are loaded into the model / solver
@@ -70,10 +70,10 @@ def time_left(options: SolveOptions, asked: float | None = None) -> float | None
     return asked if left is None else min(asked, left)
 
 
-def not_started(options: SolveOptions, solver: str) -> Outcome:
+def not_started(options: SolveOptions, solver: str) -> SolverOutcome:
     """The outcome of a solve skipped (or a model not built) because the run is stopped."""
     why = "interrupted (Ctrl-C)" if options.interrupted else "no time left"
-    return Outcome("unknown", None, False, solver, f"{solver} not started: {why}")
+    return SolverOutcome("unknown", None, False, solver, f"{solver} not started: {why}")
 
 
 @contextlib.contextmanager
@@ -118,7 +118,7 @@ def stop_highs_when_stopped(highs, options: SolveOptions) -> None:
 
 
 def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
-                time_limit: float | None = None, highs_options: dict | None = None) -> Outcome:
+                time_limit: float | None = None, highs_options: dict | None = None) -> SolverOutcome:
     """Solve a pyomo model (minimization) with HiGHS via appsi; load the incumbent if any.
 
     warm_start: variable values already set on the model are passed to HiGHS as a MIP start.
@@ -138,7 +138,7 @@ def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
 
 
 def _solve_highs(model, options: SolveOptions, warm_start: bool, time_limit: float | None,
-                 highs_options: dict | None = None) -> Outcome:
+                 highs_options: dict | None = None) -> SolverOutcome:
     """HiGHS on a pyomo model in this process (solve_pyomo runs it in a child process)."""
     import highspy
     from pyomo.contrib.appsi.base import TerminationCondition as TC
@@ -178,21 +178,21 @@ def _solve_highs(model, options: SolveOptions, warm_start: bool, time_limit: flo
     bound = float(bound) if bound is not None and math.isfinite(bound) else None
     if tc == TC.optimal:
         # appsi reports `optimal` when HiGHS stops within mip_rel_gap/mip_abs_gap, both 0 here.
-        return Outcome("optimal", bound if bound is not None else res.best_feasible_objective,
+        return SolverOutcome("optimal", bound if bound is not None else res.best_feasible_objective,
                        True, highs_version())
     if tc == TC.infeasible:
-        return Outcome("infeasible", None, False, highs_version(), "HiGHS proved the model infeasible")
+        return SolverOutcome("infeasible", None, False, highs_version(), "HiGHS proved the model infeasible")
     status = "feasible" if has_solution else "unknown"
     if stopped_here:
         why = "interrupted (Ctrl-C)" if options.interrupted else "time limit of the run"
-        return Outcome(status, bound, has_solution, highs_version(), f"HiGHS stopped: {why}")
-    return Outcome(status, bound, has_solution, highs_version(), f"HiGHS stopped: {tc.name}")
+        return SolverOutcome(status, bound, has_solution, highs_version(), f"HiGHS stopped: {why}")
+    return SolverOutcome(status, bound, has_solution, highs_version(), f"HiGHS stopped: {tc.name}")
 
 
 STOP_GRACE_S = 0.5   # a stopped HiGHS child that has not answered by then is killed
 
 
-def _in_child_process(model, options: SolveOptions, solve) -> Outcome:
+def _in_child_process(model, options: SolveOptions, solve) -> SolverOutcome:
     """Run `solve()` (HiGHS on `model`) in a forked child process; copy its variable values back.
 
     HiGHS polls its interrupt callbacks, and checks its own time limit, only between LP solves and
@@ -227,13 +227,13 @@ def _in_child_process(model, options: SolveOptions, solve) -> Outcome:
         os.waitpid(pid, 0)
     if answer is None:
         why = "Ctrl-C" if options.interrupted else "the time limit"
-        return Outcome("unknown", None, False, highs_version(),
+        return SolverOutcome("unknown", None, False, highs_version(),
                        f"HiGHS stopped by force: no answer within {STOP_GRACE_S:g} s of {why}")
     kind, outcome, values = answer
     if kind == "error" and options.stopped():
         # the deadline's Stopped can surface wrapped by a library (pyomo's output capture turns
         # it into a RuntimeError): at the limit that is a stop, not a failure
-        return Outcome("unknown", None, False, highs_version(), f"HiGHS stopped at the limit ({outcome[:80]})")
+        return SolverOutcome("unknown", None, False, highs_version(), f"HiGHS stopped at the limit ({outcome[:80]})")
     if kind == "error":
         raise RuntimeError(f"HiGHS failed: {outcome}")
     for var, value in zip(variables, values or ()):
@@ -335,7 +335,7 @@ def cpsat_version() -> str:
 
 def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: float | None = None,
                 workers: int = 2, parameters: dict | None = None, objective_scale: float = 1.0):
-    """Solve a CP-SAT model (minimization). Returns (Outcome, solver).
+    """Solve a CP-SAT model (minimization). Returns (SolverOutcome, solver).
 
     parameters: further CP-SAT parameters by name (e.g. {"linearization_level": 2}).
 
@@ -388,18 +388,18 @@ def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: floa
     if bound is not None and not math.isfinite(bound):
         bound = None
     if code == cp_model.OPTIMAL:
-        return Outcome("optimal", solver.ObjectiveValue(), True, cpsat_version()), solver
+        return SolverOutcome("optimal", solver.ObjectiveValue(), True, cpsat_version()), solver
     if code == cp_model.INFEASIBLE:
-        return Outcome("infeasible", None, False, cpsat_version(), "CP-SAT proved the model infeasible"), solver
+        return SolverOutcome("infeasible", None, False, cpsat_version(), "CP-SAT proved the model infeasible"), solver
     if code == cp_model.MODEL_INVALID:
         why = model.Validate()
         if "overflow" in why:   # data too large for CP-SAT's 64-bit integers: no proof, no crash
-            return Outcome("unknown", None, False, cpsat_version(),
+            return SolverOutcome("unknown", None, False, cpsat_version(),
                            "CP-SAT cannot take this model: its integer coefficients could overflow "
                            "64 bits (the data are too large to scale exactly)"), solver
         raise RuntimeError(f"CP-SAT model invalid: {why[:300]}")
     why = "CP-SAT stopped by Ctrl-C" if options.interrupted else "CP-SAT stopped at the time limit"
-    return Outcome("feasible" if has_solution else "unknown", bound, has_solution, cpsat_version(), why), solver
+    return SolverOutcome("feasible" if has_solution else "unknown", bound, has_solution, cpsat_version(), why), solver
 
 
 @contextlib.contextmanager
@@ -478,7 +478,7 @@ def pyomo_solver(name: str):
 
 
 def solve_pyomo_with(name: str, model, options: SolveOptions, warm_start: bool = False,
-                     time_limit: float | None = None) -> Outcome:
+                     time_limit: float | None = None) -> SolverOutcome:
     """Solve a pyomo model with another MILP solver through pyomo's SolverFactory: the run's time
     left as the solver's time limit, its proven bound from the results, the incumbent loaded."""
     import pyomo.environ as pyo
@@ -505,10 +505,10 @@ def solve_pyomo_with(name: str, model, options: SolveOptions, warm_start: bool =
     bound = float(bound) if bound is not None and math.isfinite(float(bound)) else None
     if tc == TC.optimal and results.solver.status == SolverStatus.ok:
         value = float(pyo.value(next(model.component_data_objects(pyo.Objective, active=True))))
-        return Outcome("optimal", bound if bound is not None else value, has_solution, label)
+        return SolverOutcome("optimal", bound if bound is not None else value, has_solution, label)
     if tc in (TC.infeasible, TC.infeasibleOrUnbounded):
-        return Outcome("infeasible", None, False, label, f"{name} proved the model infeasible")
-    return Outcome("feasible" if has_solution else "unknown", bound, has_solution, label, f"{name} stopped: {tc}")
+        return SolverOutcome("infeasible", None, False, label, f"{name} proved the model infeasible")
+    return SolverOutcome("feasible" if has_solution else "unknown", bound, has_solution, label, f"{name} stopped: {tc}")
 
 
 # --- writing models instead of solving them (`wafopt export`) -------------------------------------------
@@ -532,7 +532,7 @@ class ModelExport:
         self.written.append(str(target))
         return str(target)
 
-    def write_pyomo(self, model) -> Outcome:
+    def write_pyomo(self, model) -> SolverOutcome:
         from wafopt.core.errors import InstanceError
 
         if self.format not in ("mps", "lp"):
@@ -541,9 +541,9 @@ class ModelExport:
 
         kind = {"mps": ProblemFormat.mps, "lp": ProblemFormat.cpxlp}[self.format]   # pyomo's name for LP
         model.write(self._next_path(), format=kind, io_options={"symbolic_solver_labels": True})
-        return Outcome("unknown", None, False, f"pyomo {self.format} writer", "model written, not solved")
+        return SolverOutcome("unknown", None, False, f"pyomo {self.format} writer", "model written, not solved")
 
-    def write_cpsat(self, model) -> Outcome:
+    def write_cpsat(self, model) -> SolverOutcome:
         from wafopt.core.errors import InstanceError
 
         if self.format != "pb":
@@ -552,4 +552,4 @@ class ModelExport:
         path = self._next_path()
         if not model.ExportToFile(path):   # binary CpModelProto (a .txt name would give text format)
             raise InstanceError("cannot write the CP-SAT model", path)
-        return Outcome("unknown", None, False, "cp-sat model proto", "model written, not solved")
+        return SolverOutcome("unknown", None, False, "cp-sat model proto", "model written, not solved")

@@ -73,7 +73,7 @@ def symmetry_group(fit: Fitness) -> list[np.ndarray]:
 
 
 @dataclass
-class Space:
+class TileSpace:
     """The assignments of one tile shape and what bounding them needs."""
 
     inst: PlacementInstance
@@ -302,7 +302,7 @@ def decode_tree(text: str, n: int, limit: int = MAX_TREE_TOKENS) -> np.ndarray:
     return tokens
 
 
-def walk(space: Space, tokens: np.ndarray, claimed: float) -> float:
+def walk(space: TileSpace, tokens: np.ndarray, claimed: float) -> float:
     """Re-derive the least leaf bound of a preorder tree, exactly where it is below `claimed`
     (a leaf whose row-minimum bound clears `claimed` is counted at `claimed`). Raises
     CertificateError on a malformed tree. The tree is read first; the leaves are then bounded in
@@ -357,7 +357,7 @@ def walk(space: Space, tokens: np.ndarray, claimed: float) -> float:
     return least
 
 
-def root_bound(space: Space) -> float:
+def root_bound(space: TileSpace) -> float:
     """The Gilmore-Lawler bound of the whole tile shape (no stage fixed)."""
     n, C, D = space.n, space.C, space.D
     if n < 2:
@@ -373,7 +373,7 @@ def root_bound(space: Space) -> float:
     return float(L[row, col].sum())
 
 
-def node_bound(space: Space, stages: list[int], slots: list[int]) -> float:
+def node_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
     """The bound of one node (its last fixed stage is the branch from its parent)."""
     if not stages:
         return root_bound(space)
@@ -388,7 +388,7 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
     tiles = data.get("tiles")
     if not isinstance(tiles, dict):
         raise CertificateError("a bnb-frontier certificate needs tiles: {shape: {tree, bound, frontier}}")
-    spaces = {f"{lay.tile[0]}x{lay.tile[1]}": Space(inst, lay) for lay in inst.layouts}
+    spaces = {f"{lay.tile[0]}x{lay.tile[1]}": TileSpace(inst, lay) for lay in inst.layouts}
     unknown = sorted(set(tiles) - set(spaces))
     if unknown:
         raise CertificateError(f"bnb-frontier certificate for tile shape {unknown[0]}, which the instance does not use")
@@ -414,7 +414,7 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
     return min(values)
 
 
-def _frontier_node(node, space: Space, where: str) -> tuple[list[int], list[int], float]:
+def _frontier_node(node, space: TileSpace, where: str) -> tuple[list[int], list[int], float]:
     if not isinstance(node, list) or len(node) != 2 or not isinstance(node[0], list):
         raise CertificateError(f"{where} must be [[[stage, slot], ...], bound]")
     stages, slots = [], []
