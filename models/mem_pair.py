@@ -22,6 +22,13 @@ from wafopt.problems.mem_pair.plans import (
     respects_k,
     transport_chunks,
 )
+from wafopt.solvers.backends import (
+    cpsat_version,
+    milp_method,
+    milp_solver_name,
+    solve_pyomo,
+)
+from wafopt.solvers.backends import solve_cpsat as run_cpsat
 
 # --- shared -----------------------------------------------------------------------------------------
 
@@ -102,8 +109,6 @@ def decode_milp(model) -> tuple[dict[tuple[int, int], int], bool]:
 
 
 def solve_milp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.solvers.backends import milp_method, milp_solver_name
-
     early = early_infeasible(inst, milp_solver_name(options))
     if early:
         return early
@@ -116,8 +121,6 @@ def solve_milp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
 def solve_lp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
     """Transportation LP without K: integral vertices (totally unimodular), so optimal without K;
     with K its value is a lower bound and its plan counts only if it happens to respect K."""
-    from wafopt.solvers.backends import milp_solver_name, solve_pyomo
-
     early = early_infeasible(inst, milp_solver_name(options))
     if early:
         return early
@@ -187,9 +190,6 @@ def decode_cpsat(values, y) -> dict[tuple[int, int], int]:
 
 
 def solve_cpsat(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.solvers.backends import cpsat_version
-    from wafopt.solvers.backends import solve_cpsat as run_cpsat
-
     early = early_infeasible(inst, cpsat_version())
     if early:
         return early

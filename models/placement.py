@@ -47,6 +47,17 @@ from wafopt.problems.placement.certificate import (
 )
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
+from wafopt.solvers.backends import (
+    build_unless_stopped,
+    cpsat_version,
+    highs_version,
+    milp_solver_name,
+    not_started,
+    solve_cpsat,
+    solve_pyomo,
+    stop_highs_when_stopped,
+    time_left,
+)
 
 EDGE_LINEARIZATION_MAX_VARS = 60_000  # above this the MILP uses the compact Manhattan model
 CPSAT_SCALE_DIGITS = 9                # volumes are scaled by 10^k (k <= 9) to integers when exact
@@ -224,12 +235,6 @@ def decode_milp(M, n: int, m: int) -> np.ndarray:
 
 
 def milp(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | None = None) -> MethodResult:
-    from wafopt.solvers.backends import (
-        build_unless_stopped,
-        milp_solver_name,
-        solve_pyomo,
-    )
-
     def solve_one(lay, fit, L, start, limit):
         n, m = inst.stages, len(lay.slots)
         M = build_unless_stopped(options, build_milp, inst, lay, L)
@@ -426,13 +431,6 @@ def conflict_penalty(model, fit: Fitness, slot, d, E, dmax: int, pair_weights: l
 
 
 def cpsat(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | None = None) -> MethodResult:
-    from wafopt.solvers.backends import (
-        build_unless_stopped,
-        cpsat_version,
-        not_started,
-        solve_cpsat,
-    )
-
     volumes = integer_volumes(inst)
     scale = float(volumes.scale)
 
@@ -511,8 +509,6 @@ def solve_rlt1(lp: Rlt1Lp, options: SolveOptions, time_limit: float | None) -> d
     (valid whether or not HiGHS reached optimality), rounded up when the data are integral."""
     import highspy
 
-    from wafopt.solvers.backends import stop_highs_when_stopped, time_left
-
     h = highspy.Highs()
     stop_highs_when_stopped(h, options)
     h.setOptionValue("output_flag", False)
@@ -549,8 +545,6 @@ def solve_rlt1(lp: Rlt1Lp, options: SolveOptions, time_limit: float | None) -> d
 def rlt1(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | None = None) -> MethodResult:
     """The RLT-1 LP bound (min over tile shapes, never below Gilmore-Lawler) of the base objective, with
     the plan of the warm start (the runner calls it optimal when the bound meets it)."""
-    from wafopt.solvers.backends import build_unless_stopped, highs_version
-
     started = time.monotonic()
     report, fallback, duals = {}, [], {}
 

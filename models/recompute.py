@@ -18,6 +18,8 @@ from wafopt.core.result import MethodResult
 from wafopt.costmodel.schedule import one_f_one_b
 from wafopt.problems.recompute.instance import RecomputeInstance
 from wafopt.problems.recompute.plans import plan_of
+from wafopt.solvers.backends import cpsat_version, milp_method, milp_solver_name
+from wafopt.solvers.backends import solve_cpsat as run_cpsat
 
 # --- shared -----------------------------------------------------------------------------------
 
@@ -86,8 +88,6 @@ def decode_milp(model, inst: RecomputeInstance) -> dict:
 
 
 def solve_milp(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.solvers.backends import milp_method, milp_solver_name
-
     early = infeasible_result(inst, milp_solver_name(options))
     if early:
         return early
@@ -180,9 +180,6 @@ def decode_cpsat(values, x, inst: RecomputeInstance) -> dict:
 
 
 def solve_cpsat(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
-    from wafopt.solvers.backends import cpsat_version
-    from wafopt.solvers.backends import solve_cpsat as run_cpsat
-
     early = infeasible_result(inst, cpsat_version())
     if early:
         return early

@@ -15,6 +15,7 @@ from wafopt.core.numeric import MAX_EXACT, decimal_scale, exact, integral_bound,
 from wafopt.core.result import MethodResult
 from wafopt.hardware.mesh import Die, Link
 from wafopt.problems.routing.certificate import endpoint
+from wafopt.problems.routing.evaluate import evaluate
 from wafopt.problems.routing.plans import routes_plan, xy_routes
 from wafopt.solvers.backends import solve_cpsat as run_cpsat
 from wafopt.solvers.backends import solve_pyomo
@@ -55,8 +56,6 @@ def build_data(instance) -> RoutingData:
 
 def start_routes(instance, options: SolveOptions) -> list[list[Die]]:
     """The warm start if feasible (wafopt.compose.methods passes TCME's routing), else XY."""
-    from wafopt.problems.routing.evaluate import evaluate
-
     if options.warm_start is not None and evaluate(instance, options.warm_start).feasible:
         return [[tuple(d) for d in p] for p in options.warm_start["routes"]]
     return xy_routes(instance)

@@ -17,10 +17,10 @@ from wafopt.core.numeric import integral_bound, integral_floor
 from wafopt.core.result import MethodResult
 from wafopt.hardware.mesh import Die, Mesh
 from wafopt.problems.tatp.certificate import ring_floor
-from wafopt.problems.tatp.evaluate import read_groups
+from wafopt.problems.tatp.evaluate import evaluate, read_groups
 from wafopt.problems.tatp.plans import groups_plan, snake_groups, total_cost
+from wafopt.solvers.backends import cpsat_version, milp_solver_name, solve_pyomo
 from wafopt.solvers.backends import solve_cpsat as run_cpsat
-from wafopt.solvers.backends import solve_pyomo
 
 # Completes a partial mapping: (mesh, rings, G, N, floor, deadline) -> G rings. Injected by
 # wafopt.compose.methods (the tiles repair of wafopt.heuristics.tatp); without it, relaxed
@@ -66,8 +66,6 @@ def build_data(instance, start_cost: int) -> RingData:
 def start_plan(instance, options: SolveOptions) -> list[list[Die]]:
     """The warm start if it is a feasible plan of this instance (wafopt.compose.methods passes
     the tiles mapping), else the serpentine chunks."""
-    from wafopt.problems.tatp.evaluate import evaluate
-
     if options.warm_start is not None:
         ev = evaluate(instance, options.warm_start)
         if ev.feasible:
@@ -488,8 +486,6 @@ def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None,
 
 def solve_cpsat(instance, options: SolveOptions, complete: Complete | None = None) -> MethodResult:
     """Ring-column model (CP-SAT) first; the circuit model only when the enumeration is too large."""
-    from wafopt.solvers.backends import cpsat_version
-
     started, search, stats, done = column_phase(instance, options, solve_columns_cpsat, cpsat_version(),
                                                 complete)
     return done or circuit_cpsat(instance, options, started, search, stats, complete)
@@ -626,8 +622,6 @@ def decode_milp(m, data: RingData) -> list[list[Die]]:
 
 def solve_milp(instance, options: SolveOptions, complete: Complete | None = None) -> MethodResult:
     """Ring-column model (HiGHS) first; the flow MILP only when the enumeration is too large."""
-    from wafopt.solvers.backends import milp_solver_name
-
     started, search, stats, done = column_phase(instance, options, solve_columns_milp,
                                                 milp_solver_name(options), complete)
     if done:

@@ -14,21 +14,20 @@ from __future__ import annotations
 import math
 
 from wafopt.core.errors import InstanceError
+from wafopt.heuristics.recompute import dp_plan
+from wafopt.heuristics.tatp import tile_groups
 from wafopt.problems import Loaded, problem_module
+from wafopt.problems.plan.layouts import default_placement
+from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
+from wafopt.problems.recompute.instance import plan_recompute
 
 
 def kernel_of(scenario, problem: str, placement: dict | None = None, recompute: list | None = None,
               groups: list | None = None):
     """The `problem` kernel of a scenario; decisions not given get the documented defaults."""
-    from wafopt.problems.plan.layouts import default_placement
-
     if problem == "recompute":
         return problem_module("recompute").from_scenario(scenario, placement)
     if problem == "mem_pair":
-        from wafopt.heuristics.recompute import dp_plan
-        from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
-        from wafopt.problems.recompute.instance import plan_recompute
-
         placement = placement if placement is not None else default_placement(scenario)
         if recompute is None:
             kernel = recompute_kernel(scenario, placement)
@@ -39,8 +38,6 @@ def kernel_of(scenario, problem: str, placement: dict | None = None, recompute: 
         return problem_module("mem_pair").from_scenario(scenario, placement, recompute)
     if problem == "routing":
         if groups is None:
-            from wafopt.heuristics.tatp import tile_groups
-
             groups = tile_groups(problem_module("tatp").from_scenario(scenario), math.inf)[0]
         return problem_module("routing").from_scenario(scenario, groups)
     module = problem_module(problem)

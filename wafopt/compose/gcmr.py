@@ -18,9 +18,15 @@ from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
 from wafopt.core.registry import PYOMO_HIGHS, loads
 from wafopt.core.result import MethodResult
+from wafopt.heuristics.mem_pair import greedy_chunks
+from wafopt.heuristics.recompute import dp_plan
+from wafopt.heuristics.recompute import solve_uniform as uniform_kernel
+from wafopt.models import mem_pair as mem_pair_model
+from wafopt.models import recompute as recompute_model
 from wafopt.problems import evaluate
 from wafopt.problems.mem_pair.instance import MemPairInstance
 from wafopt.problems.mem_pair.instance import from_scenario as mem_pair_kernel
+from wafopt.problems.mem_pair.plans import chunks_of
 from wafopt.problems.plan.layouts import default_placement
 from wafopt.problems.recompute.instance import RecomputeInstance, plan_recompute
 from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
@@ -39,15 +45,12 @@ def placement_of(scenario, options: SolveOptions) -> dict:
 
 
 def solve_recompute(kernel: RecomputeInstance, options: SolveOptions) -> tuple[dict, str]:
-    from wafopt.heuristics.recompute import dp_plan
-    from wafopt.models.recompute import solve_milp
-
     start = dp_plan(kernel, budget_s=options.search_seconds(DP_BUDGET_S))
     if start is None:
         raise InstanceError(kernel.shortfall() or "no pooled recomputation fits the wafer DRAM")
     if options.stopped():   # Ctrl-C or no time left: the DP's plan, no model built
         return start, "dp (stopped before the MILP)"
-    res = solve_milp(kernel, replace(options, warm_start=start))
+    res = recompute_model.solve_milp(kernel, replace(options, warm_start=start))
     if res.plan is not None:
         return res.plan, f"milp {res.status}"
     return start, "dp"
@@ -55,16 +58,12 @@ def solve_recompute(kernel: RecomputeInstance, options: SolveOptions) -> tuple[d
 
 def solve_offload(inst: MemPairInstance, options: SolveOptions) -> tuple[list[dict], str]:
     """Offload records {sender, helper, bytes}: each sender moves exactly its overflow."""
-    from wafopt.heuristics.mem_pair import greedy_chunks
-    from wafopt.models.mem_pair import solve_milp
-    from wafopt.problems.mem_pair.plans import chunks_of
-
     if not inst.senders:
         return [], "no senders"
     why = inst.infeasibility()
     if why:
         raise InstanceError(f"Mem_pair: {why}")
-    res = None if options.stopped() else solve_milp(inst, options)   # stopped: Alg. 3 alone
+    res = None if options.stopped() else mem_pair_model.solve_milp(inst, options)   # stopped: Alg. 3 alone
     plan = res.plan if res is not None else None
     chunks = chunks_of(inst, plan) if plan is not None else greedy_chunks(inst)
     if chunks is None:
@@ -110,8 +109,6 @@ def solve_gcmr(scenario, options: SolveOptions) -> MethodResult:
 def solve_uniform(scenario, options: SolveOptions) -> MethodResult:
     """Megatron-style baseline with selective recomputation: the best unit set recomputed in every
     layer of every stage that fits each die's own DRAM, no offloading, serpentine placement."""
-    from wafopt.heuristics.recompute import solve_uniform as uniform_kernel
-
     try:
         placement = placement_of(scenario, options)
     except InstanceError as exc:

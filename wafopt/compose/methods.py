@@ -21,6 +21,22 @@ from wafopt.compose import gcmr
 from wafopt.core.budget import SolveOptions
 from wafopt.core.registry import CP_SAT, HIGHS, PYOMO_HIGHS, SCIPY, loads
 from wafopt.core.result import MethodResult
+from wafopt.heuristics.mem_pair import greedy_chunks
+from wafopt.heuristics.placement import descend, iterated_descent, local
+from wafopt.heuristics.recompute import dp_plan
+from wafopt.heuristics.routing import tcme_routes
+from wafopt.heuristics.tatp import complete_groups, tile_groups
+from wafopt.models import mem_pair as mem_pair_model
+from wafopt.models import placement as placement_model
+from wafopt.models import recompute as recompute_model
+from wafopt.models import routing as routing_model
+from wafopt.models import tatp as tatp_model
+from wafopt.models.placement_bnb import bnb
+from wafopt.problems.mem_pair.plans import plan_of, respects_k, transport_chunks
+from wafopt.problems.routing.evaluate import evaluate as evaluate_routes
+from wafopt.problems.routing.plans import routes_plan, xy_routes
+from wafopt.problems.tatp.evaluate import evaluate as evaluate_groups
+from wafopt.problems.tatp.plans import groups_plan
 
 START_SHARE = 0.2            # share of the time limit a heuristic start may use
 START_S = 2.0                # its budget without a time limit
@@ -48,24 +64,18 @@ def warm_started(options: SolveOptions, start: Callable[[SolveOptions], dict | N
 # --- recompute: the GCMR DP starts the MILP and CP-SAT ----------------------------------------------
 
 def _recompute_start(inst, options: SolveOptions) -> SolveOptions:
-    from wafopt.heuristics.recompute import dp_plan
-
     return warm_started(options, lambda sub: dp_plan(inst, budget_s=sub.search_seconds(RECOMPUTE_START_S)),
                         RECOMPUTE_START_S)
 
 
 @loads(*PYOMO_HIGHS)
 def recompute_milp(inst, options: SolveOptions) -> MethodResult:
-    from wafopt.models.recompute import solve_milp
-
-    return solve_milp(inst, _recompute_start(inst, options))
+    return recompute_model.solve_milp(inst, _recompute_start(inst, options))
 
 
 @loads(*CP_SAT)
 def recompute_cpsat(inst, options: SolveOptions) -> MethodResult:
-    from wafopt.models.recompute import solve_cpsat
-
-    return solve_cpsat(inst, _recompute_start(inst, options))
+    return recompute_model.solve_cpsat(inst, _recompute_start(inst, options))
 
 
 # --- mem_pair: Alg. 3 greedy starts the models when the transportation optimum breaks K ----------
@@ -73,9 +83,6 @@ def recompute_cpsat(inst, options: SolveOptions) -> MethodResult:
 def _mem_pair_greedy(inst, options: SolveOptions) -> dict | None:
     """The greedy plan of Alg. 3 when there is no warm start and the transportation optimum (the
     models' own start) breaks K; else None."""
-    from wafopt.heuristics.mem_pair import greedy_chunks
-    from wafopt.problems.mem_pair.plans import plan_of, respects_k, transport_chunks
-
     if options.warm_start is not None:
         return None
     relaxed = transport_chunks(inst)
@@ -88,21 +95,18 @@ def _mem_pair_greedy(inst, options: SolveOptions) -> dict | None:
 @loads(*PYOMO_HIGHS)
 def mem_pair_milp(inst, options: SolveOptions) -> MethodResult:
     """The greedy plan is the MILP's start."""
-    from wafopt.models.mem_pair import solve_milp
-
-    return solve_milp(inst, warm_started(options, lambda sub: _mem_pair_greedy(inst, sub), START_S))
+    return mem_pair_model.solve_milp(inst, warm_started(options, lambda sub: _mem_pair_greedy(inst, sub), START_S))
 
 
 @loads(*CP_SAT)
 def mem_pair_cpsat(inst, options: SolveOptions) -> MethodResult:
     """The greedy plan is the incumbent and the fallback; CP-SAT's hint stays the transportation
     optimum (K-free), which guides its search better than the greedy plan does."""
-    from wafopt.models.mem_pair import solve_cpsat
 
     fallback = _mem_pair_greedy(inst, options)
     if fallback is not None:
         options.incumbent(fallback)
-    result = solve_cpsat(inst, options)
+    result = mem_pair_model.solve_cpsat(inst, options)
     if result.plan is None and fallback is not None and result.status != "infeasible":
         result.plan, result.status = fallback, "feasible"
         result.message = "; ".join(m for m in (result.message, "plan of the greedy (Alg. 3)") if m)
@@ -113,9 +117,7 @@ def mem_pair_cpsat(inst, options: SolveOptions) -> MethodResult:
 
 class PlacementSearch:
     """The local search the exact placement methods call per tile shape (models.placement.LocalSearch)."""
-
     def start(self, fit, perm: np.ndarray, options: SolveOptions) -> np.ndarray:
-        from wafopt.heuristics.placement import iterated_descent
 
         share = min(PLACEMENT_START_S, start_seconds(options, PLACEMENT_START_SHARE, PLACEMENT_START_S))
         seconds = options.sub(share).search_seconds()
@@ -123,7 +125,6 @@ class PlacementSearch:
         return iterated_descent(fit, perm, rng, time.monotonic() + seconds, max_stall=50, stop=options.stopped)[0]
 
     def polish(self, fit, perm: np.ndarray, options: SolveOptions) -> np.ndarray:
-        from wafopt.heuristics.placement import descend
 
         seconds = options.sub(PLACEMENT_POLISH_S).search_seconds()
         return descend(fit, perm, time.monotonic() + seconds, stop=options.stopped)[0]
@@ -131,32 +132,23 @@ class PlacementSearch:
 
 @loads(*PYOMO_HIGHS, *SCIPY)
 def placement_milp(inst, options: SolveOptions) -> MethodResult:
-    from wafopt.models.placement import milp
-
-    return milp(inst, options, PlacementSearch())
+    return placement_model.milp(inst, options, PlacementSearch())
 
 
 @loads(*CP_SAT, *SCIPY)
 def placement_cpsat(inst, options: SolveOptions) -> MethodResult:
-    from wafopt.models.placement import cpsat
-
-    return cpsat(inst, options, PlacementSearch())
+    return placement_model.cpsat(inst, options, PlacementSearch())
 
 
 @loads(*HIGHS, *SCIPY)
 def placement_rlt1(inst, options: SolveOptions) -> MethodResult:
-    from wafopt.models.placement import rlt1
-
-    return rlt1(inst, options, PlacementSearch())
+    return placement_model.rlt1(inst, options, PlacementSearch())
 
 
 @loads(*SCIPY)
 def placement_bnb(inst, options: SolveOptions) -> MethodResult:
     """Branch and bound, with the local search's plan (a share of the budget) as its first
     incumbent (the GA would spend its share importing pymoo and ramping up a population)."""
-    from wafopt.heuristics.placement import local
-    from wafopt.models.placement_bnb import bnb
-
     seconds = min(PLACEMENT_BNB_START_S, start_seconds(options, PLACEMENT_START_SHARE, PLACEMENT_START_S))
     return bnb(inst, warm_started(options, lambda sub: local(inst, sub).plan, seconds))
 
@@ -164,11 +156,7 @@ def placement_bnb(inst, options: SolveOptions) -> MethodResult:
 # --- tatp: the tiles mapping starts the models; their column search repairs relaxed solutions ---
 
 def _tatp_start(instance, options: SolveOptions) -> SolveOptions:
-    from wafopt.heuristics.tatp import tile_groups
-    from wafopt.problems.tatp.evaluate import evaluate
-    from wafopt.problems.tatp.plans import groups_plan
-
-    if options.warm_start is not None and not evaluate(instance, options.warm_start).feasible:
+    if options.warm_start is not None and not evaluate_groups(instance, options.warm_start).feasible:
         options = replace(options, warm_start=None)   # an unusable start is replaced, not kept
     return warm_started(options, lambda sub: groups_plan(
         tile_groups(instance, time.monotonic() + sub.search_seconds(), sub.stopped)[0]), start_seconds(options))
@@ -176,28 +164,18 @@ def _tatp_start(instance, options: SolveOptions) -> SolveOptions:
 
 @loads(*CP_SAT, *HIGHS)
 def tatp_cpsat(instance, options: SolveOptions) -> MethodResult:
-    from wafopt.heuristics.tatp import complete_groups
-    from wafopt.models.tatp import solve_cpsat
-
-    return solve_cpsat(instance, _tatp_start(instance, options), partial(complete_groups, stop=options.stopped))
+    return tatp_model.solve_cpsat(instance, _tatp_start(instance, options), partial(complete_groups, stop=options.stopped))
 
 
 @loads(*PYOMO_HIGHS, *CP_SAT)
 def tatp_milp(instance, options: SolveOptions) -> MethodResult:
-    from wafopt.heuristics.tatp import complete_groups
-    from wafopt.models.tatp import solve_milp
-
-    return solve_milp(instance, _tatp_start(instance, options), partial(complete_groups, stop=options.stopped))
+    return tatp_model.solve_milp(instance, _tatp_start(instance, options), partial(complete_groups, stop=options.stopped))
 
 
 # --- routing: TCME from XY starts the models --------------------------------------------------------
 
 def _routing_start(instance, options: SolveOptions) -> SolveOptions:
-    from wafopt.heuristics.routing import tcme_routes
-    from wafopt.problems.routing.evaluate import evaluate
-    from wafopt.problems.routing.plans import routes_plan, xy_routes
-
-    if options.warm_start is not None and not evaluate(instance, options.warm_start).feasible:
+    if options.warm_start is not None and not evaluate_routes(instance, options.warm_start).feasible:
         options = replace(options, warm_start=None)
     return warm_started(options, lambda sub: routes_plan(
         tcme_routes(instance, xy_routes(instance), time.monotonic() + sub.search_seconds(), sub.stopped)[0]),
@@ -206,17 +184,12 @@ def _routing_start(instance, options: SolveOptions) -> SolveOptions:
 
 @loads(*PYOMO_HIGHS)
 def routing_milp(instance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.routing import solve_milp
-
-    return solve_milp(instance, _routing_start(instance, options))
+    return routing_model.solve_milp(instance, _routing_start(instance, options))
 
 
 @loads(*CP_SAT)
 def routing_cpsat(instance, options: SolveOptions) -> MethodResult:
-    from wafopt.models.routing import solve_cpsat
-
-    return solve_cpsat(instance, _routing_start(instance, options))
-
+    return routing_model.solve_cpsat(instance, _routing_start(instance, options))
 
 
 # --- the table: `--method NAME` of each problem that this layer owns (wafopt.run.methods gathers) ---

@@ -27,11 +27,11 @@ import time
 import numpy as np
 
 from wafopt.core.budget import SolveOptions
-from wafopt.core.numeric import at_most, tolerance
+from wafopt.core.numeric import at_most, decimal_scale, exact, scaled, tolerance
 from wafopt.core.result import MethodResult
 from wafopt.costmodel.schedule import one_f_one_b
 from wafopt.problems.recompute.certificate import bound as relaxation_bound
-from wafopt.problems.recompute.evaluate import MEMORY_TOLERANCE
+from wafopt.problems.recompute.evaluate import MEMORY_TOLERANCE, evaluate
 from wafopt.problems.recompute.instance import RecomputeInstance
 from wafopt.problems.recompute.plans import plan_of
 
@@ -44,8 +44,6 @@ MAX_STAGE_UNITS = 50000  # fine quanta of one stage's knapsack table
 
 def quantize(inst: RecomputeInstance):
     """Fine quanta: (weights W[i][j], budget per stage, pooled budget, quantum q, exact?)."""
-    from wafopt.core.numeric import decimal_scale, exact, scaled
-
     useful = [s.inflight * s.layers * sum(u.mem for u in inst.units) for s in inst.stages]
     scale = decimal_scale([u.mem for u in inst.units] + [s.state for s in inst.stages]
                           + [s.capacity for s in inst.stages])
@@ -206,8 +204,6 @@ def spend_leftover(profiles: list[StageProfile], fine: list[int], total: int, m:
 
 def dp_solve(inst: RecomputeInstance, budget_s: float = 0.8):
     """The dp plan with facts about its exactness, or None when no plan fits."""
-    from wafopt.problems.recompute.evaluate import evaluate
-
     started = time.monotonic()
     if inst.shortfall():
         return None

@@ -12,6 +12,7 @@ from wafopt.core.numeric import close
 from wafopt.core.result import MethodResult
 from wafopt.hardware.mesh import Die, Link
 from wafopt.problems.routing.certificate import endpoint
+from wafopt.problems.routing.evaluate import evaluate
 from wafopt.problems.routing.plans import routes_plan, xy_routes
 
 MAX_ITERATIONS = 10_000   # TCME iteration cap (one accepted reroute per iteration)
@@ -137,8 +138,6 @@ def tcme(instance, options: SolveOptions) -> MethodResult:
     deadline = time.monotonic() + options.search_seconds()
     start = xy_routes(instance)
     if options.warm_start is not None:
-        from wafopt.problems.routing.evaluate import evaluate
-
         if evaluate(instance, options.warm_start).feasible:
             start = [[tuple(d) for d in p] for p in options.warm_start["routes"]]
     routes, iterations = tcme_routes(instance, start, deadline, options.stopped)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wafopt.compose.derive import derive
+from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import (
     EXIT_CERTIFY_INVALID,
     EXIT_NOT_CERTIFIED,
@@ -42,6 +43,7 @@ from wafopt.problems.recompute import certificate as recompute_certificate
 from wafopt.problems.routing import certificate as routing_certificate
 from wafopt.problems.tatp import certificate as tatp_certificate
 from wafopt.run.methods import methods
+from wafopt.run.runner import run
 
 CERTIFIED, CLAIMED, INVALID = "certified", "claimed", "invalid"
 EXIT_CODES = {CERTIFIED: EXIT_OK, CLAIMED: EXIT_NOT_CERTIFIED, INVALID: EXIT_CERTIFY_INVALID}
@@ -280,9 +282,6 @@ def _verdict(sol: Solution, report: Report) -> tuple[str, str]:
 def _resolve(sol: Solution, loaded: Loaded, report: Report,
              time_limit: float | None) -> tuple[str, str, str | None]:
     """Re-solve with an exact method: (verdict, why, contradiction or None)."""
-    from wafopt.core.budget import SolveOptions
-    from wafopt.run.runner import run
-
     method = next((m for m in EXACT_METHODS if m in methods(loaded.problem)), None)
     if method is None:
         return CLAIMED, f"no exact method for problem {loaded.problem}: the claim stays a claim", None

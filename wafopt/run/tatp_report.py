@@ -20,31 +20,27 @@ from __future__ import annotations
 import time
 
 from wafopt.core.budget import SolveOptions
-from wafopt.problems.routing.instance import RoutingInstance, flows_for_groups
+from wafopt.problems.routing.evaluate import evaluate as evaluate_routes
+from wafopt.problems.routing.instance import RoutingInstance, flows_for_groups, make
 from wafopt.problems.tatp import instance as tatp_schema
+from wafopt.problems.tatp.evaluate import evaluate as evaluate_groups
+from wafopt.problems.tatp.evaluate import read_groups
 from wafopt.problems.tatp.instance import layer_volumes
 from wafopt.run.methods import method_function
 
 
 def map_groups(instance, mapper: str, time_limit: float) -> list:
     """Groups by one TATP method ("snake", "tiles" or "cpsat")."""
-    from wafopt.problems.tatp.evaluate import read_groups
-
     result = method_function("tatp", mapper)(instance, SolveOptions(time_limit=time_limit, quiet=True))
     return [[tuple(d) for d in ring] for ring in read_groups(result.plan)]
 
 
 def routing_instance(mesh, groups, vol: dict, detour: int = 0) -> RoutingInstance:
-    from wafopt.problems.routing.instance import make
-
     return make(mesh, flows_for_groups(mesh, groups, vol["ring_bytes"], vol["dp_bytes"]), detour)
 
 
 def evaluate_combo(scenario, mapper: str, router: str, time_limit: float = 10.0, detour: int = 0) -> dict:
     """Map, route and time one combination."""
-    from wafopt.problems.routing.evaluate import evaluate as evaluate_routes
-    from wafopt.problems.tatp.evaluate import evaluate as evaluate_groups
-
     instance = tatp_schema.from_scenario(scenario)
     vol = layer_volumes(scenario)
     started = time.perf_counter()

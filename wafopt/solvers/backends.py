@@ -26,9 +26,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import version
+from pathlib import Path
 
 from wafopt.core.budget import SolveOptions, Stopped, stderr_copy
+from wafopt.core.errors import InstanceError
 from wafopt.core.numeric import decimal_scale  # noqa: F401  (models import it from here too)
+from wafopt.core.result import MethodResult
 
 # Solver logs (--verbose) go to their own copy of stderr, set as sys.stdout while a pyomo solver
 # runs: the solver interface captures that descriptor (with 1 and 2), never the progress stream's, so
@@ -431,8 +434,6 @@ def milp_method(model, options: SolveOptions, start: dict | None, set_start, dec
     set_start(model, plan) writes a plan into the variables; decode(model) reads one back. If HiGHS
     ends without a solution of its own, the start plan is returned (the runner evaluates it).
     """
-    from wafopt.core.result import MethodResult
-
     if start is not None:
         set_start(model, start)
         options.incumbent(start)
@@ -454,16 +455,12 @@ TIME_LIMIT_OPTION = {"gurobi": "TimeLimit", "gurobi_direct": "TimeLimit", "gurob
 def pyomo_solver(name: str):
     """pyomo's solver named `name`, or InstanceError (exit 2) when pyomo does not know it or it is
     not installed on this machine."""
-    import logging as _logging
-
     import pyomo.environ  # noqa: F401  (registers the solver plugins)
     from pyomo.opt import SolverFactory
 
-    from wafopt.core.errors import InstanceError
-
-    factory_log = _logging.getLogger("pyomo.opt")
+    factory_log = logging.getLogger("pyomo.opt")
     previous = factory_log.level
-    factory_log.setLevel(_logging.CRITICAL)     # an unknown name is our message, not pyomo's
+    factory_log.setLevel(logging.CRITICAL)     # an unknown name is our message, not pyomo's
     try:
         solver = SolverFactory(name)
         available = solver is not None and bool(solver.available(exception_flag=False))
@@ -524,8 +521,6 @@ class ModelExport:
     written: list = field(default_factory=list)
 
     def _next_path(self) -> str:
-        from pathlib import Path
-
         target = Path(self.path)
         if self.written:
             target = target.with_name(f"{target.stem}.{len(self.written) + 1}{target.suffix}")
@@ -533,8 +528,6 @@ class ModelExport:
         return str(target)
 
     def write_pyomo(self, model) -> SolverOutcome:
-        from wafopt.core.errors import InstanceError
-
         if self.format not in ("mps", "lp"):
             raise InstanceError(f"a MILP model is written as mps or lp, not {self.format}", "--format")
         from pyomo.opt import ProblemFormat
@@ -544,8 +537,6 @@ class ModelExport:
         return SolverOutcome("unknown", None, False, f"pyomo {self.format} writer", "model written, not solved")
 
     def write_cpsat(self, model) -> SolverOutcome:
-        from wafopt.core.errors import InstanceError
-
         if self.format != "pb":
             raise InstanceError(f"a CP-SAT model is written as pb (its CpModelProto), not {self.format}",
                                 "--format")

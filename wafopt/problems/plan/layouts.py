@@ -10,6 +10,7 @@ from __future__ import annotations
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.scenario import Parallel, Scenario
 from wafopt.hardware.mesh import Die, Mesh
+from wafopt.problems.plan.evaluate import evaluate
 
 
 def tile_shapes(tp: int, mesh: Mesh) -> list[tuple[int, int]]:
@@ -76,8 +77,6 @@ def serpentine_plans(scenario: Scenario):
 def default_placement(scenario: Scenario) -> dict:
     """The placement kernels are derived on: the serpentine plan of the tile shape with the
     shortest iteration time without recomputation (ties: first shape in tile_shapes order)."""
-    from wafopt.problems.plan.evaluate import evaluate
-
     par = scenario.parallel
     if par is None:
         raise InstanceError("this needs a fixed layout: add parallel: {tp, pp, dp}", "parallel")
