@@ -57,7 +57,7 @@ def start_plan(inst: MemPairInstance, options: SolveOptions) -> dict | None:
 
 
 def build_milp(inst: MemPairInstance, relax: bool = False, with_k: bool = True):
-    import pyomo.environ as pyo
+    import pyomo.environ as pyo  # lazy: slow import (docs/architecture.md)
 
     m = pyo.ConcreteModel("mem_pair")
     # data
@@ -149,7 +149,7 @@ def solve_lp(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
 
 
 def build_cpsat(inst: MemPairInstance):
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: slow import (docs/architecture.md)
 
     model = cp_model.CpModel()
     # data (hops and chunk counts are integers: the model is exact in chunk units)

@@ -165,7 +165,7 @@ def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, so
 
 def build_milp(inst: PlacementInstance, lay: Layout, L: np.ndarray):
     """Assignment MILP; distances by the compact Manhattan model or by the edge linearization."""
-    import pyomo.environ as pyo
+    import pyomo.environ as pyo  # lazy: slow import (docs/architecture.md)
 
     C, D = inst.weights, lay.distance
     n, m = inst.stages, len(lay.slots)
@@ -323,7 +323,7 @@ def build_cpsat(inst: PlacementInstance, lay: Layout, volumes: IntegerVolumes, c
     """x[i,k] booleans with one slot per stage / one stage per slot; distances by |drow| + |dcol|
     (Manhattan) or element on the distance table; integer weights (integer_volumes). With
     `conflicts` (and Mem_pairs) the objective is the full Eq. 2 objective, else the base one."""
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: slow import (docs/architecture.md)
 
     C, D = inst.weights, lay.distance
     n, m = inst.stages, len(lay.slots)
@@ -507,7 +507,7 @@ def glb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
 def solve_rlt1(lp: Rlt1Lp, options: SolveOptions, time_limit: float | None) -> dict:
     """HiGHS interior point without crossover; the bound is the Lagrangian bound of its row duals
     (valid whether or not HiGHS reached optimality), rounded up when the data are integral."""
-    import highspy
+    import highspy  # lazy: slow import (docs/architecture.md)
 
     h = highspy.Highs()
     stop_highs_when_stopped(h, options)

@@ -39,7 +39,7 @@ def start_plan(inst: RecomputeInstance, options: SolveOptions) -> dict | None:
 
 
 def build_milp(inst: RecomputeInstance):
-    import pyomo.environ as pyo
+    import pyomo.environ as pyo  # lazy: slow import (docs/architecture.md)
 
     m = pyo.ConcreteModel("recompute")
     # data
@@ -143,7 +143,7 @@ def integer_data(inst: RecomputeInstance) -> dict:
 
 
 def build_cpsat(inst: RecomputeInstance, data: dict):
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: slow import (docs/architecture.md)
 
     model = cp_model.CpModel()
     # data

@@ -89,7 +89,7 @@ def _result(instance, routes, status, bound, solver, message, stats) -> MethodRe
 def build_milp(data: RoutingData):
     """Pyomo flattens tuple indices, so links are indexed by their position in data.links and
     dies by a running number."""
-    import pyomo.environ as pyo
+    import pyomo.environ as pyo  # lazy: slow import (docs/architecture.md)
 
     m = pyo.ConcreteModel("routing")
     F = range(len(data.arcs))
@@ -174,7 +174,7 @@ def integer_volumes(volumes: list[float]) -> tuple[list[int], Fraction, bool]:
 
 
 def build_cpsat(data: RoutingData, weights: list[int]):
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: slow import (docs/architecture.md)
 
     m = cp_model.CpModel()
     F = range(len(data.arcs))

@@ -176,7 +176,7 @@ def stage_lp(data: RingData, cols: Columns, upper: int) -> tuple[float, np.ndarr
     so one unit of column s costs at least L + rc_s + (G - 1) min(0, min rc), L = sum(y) + z G: a
     column (or wildcard) above `upper` by this is in no such solution (reduced-cost fixing). The
     prices are HiGHS' duals, clipped to their sign, so float noise only weakens the bound."""
-    import highspy
+    import highspy  # lazy: slow import (docs/architecture.md)
 
     S, n = len(cols.rings), len(data.dies)
     cost = np.array(cols.costs + [cols.K + 1], dtype=float)
@@ -238,7 +238,7 @@ def column_start(cols: Columns, rings: list[list[int]]) -> tuple[set[int], int]:
 def build_columns_cpsat(data: RingData, cols: Columns, upper: int | None = None, wild_max: int | None = None):
     """upper: only solutions of total cost <= upper (better than the incumbent); wild_max: at most
     this many wildcards (0 when reduced-cost fixing excluded them)."""
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: slow import (docs/architecture.md)
 
     m = cp_model.CpModel()
     # pick[s]: column s is one of the rings
@@ -276,7 +276,7 @@ def solve_columns_cpsat(data: RingData, cols: Columns, rings: list[list[int]], o
 
 
 def build_columns_milp(data: RingData, cols: Columns, upper: int | None = None, wild_max: int | None = None):
-    import pyomo.environ as pyo
+    import pyomo.environ as pyo  # lazy: slow import (docs/architecture.md)
 
     m = pyo.ConcreteModel("tatp_columns")
     m.S = pyo.RangeSet(0, len(cols.rings) - 1)
@@ -392,7 +392,7 @@ def _cost(instance, groups: list[list[Die]]) -> int:
 def build_cpsat(data: RingData, packing: bool = False):
     """The mapping model; with packing=True the rings are optional, use only hops <= floor, and the
     objective maximizes how many there are (the most rings that can reach the floor cost)."""
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: slow import (docs/architecture.md)
 
     m = cp_model.CpModel()
     P, groups = data.positions, range(data.G)
@@ -543,7 +543,7 @@ def circuit_cpsat(instance, options: SolveOptions, started: float, search: Colum
 
 # --- MILP ---------------------------------------------------------------------------------------------
 def build_milp(data: RingData):
-    import pyomo.environ as pyo
+    import pyomo.environ as pyo  # lazy: slow import (docs/architecture.md)
 
     m = pyo.ConcreteModel("tatp")
     m.G = pyo.RangeSet(0, data.G - 1)

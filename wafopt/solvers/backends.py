@@ -143,7 +143,7 @@ def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
 def _solve_highs(model, options: SolveOptions, warm_start: bool, time_limit: float | None,
                  highs_options: dict | None = None) -> SolverOutcome:
     """HiGHS on a pyomo model in this process (solve_pyomo runs it in a child process)."""
-    import highspy
+    import highspy  # lazy: slow import (docs/architecture.md)
     from pyomo.contrib.appsi.base import TerminationCondition as TC
     from pyomo.contrib.appsi.solvers.highs import Highs
 
@@ -204,7 +204,7 @@ def _in_child_process(model, options: SolveOptions, solve) -> SolverOutcome:
     deadline it stops by itself, and if it has not answered STOP_GRACE_S later it is killed; the
     method then goes on without HiGHS' incumbent (with its start plan).
     """
-    import highspy
+    import highspy  # lazy: slow import (docs/architecture.md)
     import pyomo.environ as pyo
 
     variables = list(model.component_data_objects(pyo.Var, descend_into=True))
@@ -348,7 +348,7 @@ def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: floa
     on_solution(solver_like) is called with every improving solution (a CpSolverSolutionCallback
     exposes Value like the solver), so methods can report incumbents for Ctrl-C.
     """
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: slow import (docs/architecture.md)
 
     solver = cp_model.CpSolver()
     if options.export is not None:
@@ -478,7 +478,7 @@ def solve_pyomo_with(name: str, model, options: SolveOptions, warm_start: bool =
                      time_limit: float | None = None) -> SolverOutcome:
     """Solve a pyomo model with another MILP solver through pyomo's SolverFactory: the run's time
     left as the solver's time limit, its proven bound from the results, the incumbent loaded."""
-    import pyomo.environ as pyo
+    import pyomo.environ as pyo  # lazy: slow import (docs/architecture.md)
     from pyomo.opt import SolverStatus
     from pyomo.opt import TerminationCondition as TC
 
@@ -530,7 +530,7 @@ class ModelExport:
     def write_pyomo(self, model) -> SolverOutcome:
         if self.format not in ("mps", "lp"):
             raise InstanceError(f"a MILP model is written as mps or lp, not {self.format}", "--format")
-        from pyomo.opt import ProblemFormat
+        from pyomo.opt import ProblemFormat  # lazy: slow import (docs/architecture.md)
 
         kind = {"mps": ProblemFormat.mps, "lp": ProblemFormat.cpxlp}[self.format]   # pyomo's name for LP
         model.write(self._next_path(), format=kind, io_options={"symbolic_solver_labels": True})

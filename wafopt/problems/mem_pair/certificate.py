@@ -57,7 +57,7 @@ def transport_duals(inst: MemPairInstance) -> tuple[list[int], list[int]] | None
     """Prices of the transportation LP from HiGHS' dual simplex (integral for this totally
     unimodular LP, so rounding only removes float noise), or None when it is infeasible. Any
     prices give a valid bound; `dual_value` checks them exactly."""
-    import highspy
+    import highspy  # lazy: slow import (docs/architecture.md)
 
     hops = _hop_matrix(inst)
     S, H = hops.shape

@@ -36,7 +36,7 @@ def respects_k(inst: MemPairInstance, chunks: Chunks) -> bool:
 def transport_chunks(inst: MemPairInstance) -> Chunks | None:
     """The transportation optimum without K by min-cost flow (networkx network simplex), or None
     when no allocation exists. Integral (the network matrix is totally unimodular)."""
-    import networkx as nx
+    import networkx as nx  # lazy: slow import (docs/architecture.md)
 
     g = nx.DiGraph()
     for s, n in enumerate(inst.need):
