@@ -184,7 +184,7 @@ class StageWorkload:
 
 
 @dataclass(frozen=True)
-class Workload:
+class LayoutWorkload:
     llm: LLM
     wafer: Wafer
     training: Training
@@ -253,7 +253,7 @@ class _Timer:
 
 
 def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
-                   dp: int = 1, schemes=None, layers=None) -> Workload:
+                   dp: int = 1, schemes=None, layers=None) -> LayoutWorkload:
     """The workload of every pipeline stage for a TP x PP x DP layout of `llm` on `wafer`;
     `schemes`: the tensor-parallel scheme of every stage (default Megatron); `layers`: the layers
     of every stage (default split_layers, as even as possible)."""
@@ -284,7 +284,7 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
                              schemes[index]))
         first += n
     E, s, b, h = training.activation_bytes, training.seq, training.micro_batch, llm.hidden
-    return Workload(llm=llm, wafer=wafer, training=training, tp=tp, pp=pp, dp=dp, microbatches=m,
+    return LayoutWorkload(llm=llm, wafer=wafer, training=training, tp=tp, pp=pp, dp=dp, microbatches=m,
                     stages=tuple(stages), p2p_bytes=E * b * s * h,
                     model_flops_per_iteration=model_flops_per_iteration(llm, training), schemes=schemes)
 
@@ -359,7 +359,7 @@ def _head_ops(llm: LLM, training: Training, tp: int, scheme: str, first: bool, l
 
 def _stage(llm, training, wafer, timer, tp, pp, dp, m, index, first_layer, n, kinds, scheme) -> StageWorkload:
     first, last = index == 0, index == pp - 1
-    E, h = training.activation_bytes, llm.hidden
+    h = llm.hidden
 
     # parameters per die: TP-split matrices, replicated norms, routers and position table
     params = sum(c * t.weights for t, c in kinds)
@@ -443,12 +443,6 @@ def _stage(llm, training, wafer, timer, tp, pp, dp, m, index, first_layer, n, ki
         dp_gather_bytes=params * states.weights if training.distributed_optimizer else 0.0,
         forward=tuple(fwd_blocks), backward=tuple(bwd_blocks), full_recompute_blocks=full_blocks,
         tables=kinds)
-
-
-def layer_tables(llm: LLM, training: Training, tp: int, scheme: str = "megatron") -> dict[str, LayerTable]:
-    """The cost table of each layer kind of `llm` ("dense" and/or "moe")."""
-    kinds = {llm.is_moe_layer(i) for i in range(llm.layers)}
-    return {("moe" if moe else "dense"): build_layer(llm, training, tp, moe, scheme) for moe in sorted(kinds)}
 
 
 def model_flops_per_iteration(llm: LLM, training: Training) -> float:

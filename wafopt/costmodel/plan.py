@@ -25,8 +25,8 @@ from wafopt.costmodel.model import (
     FULL,
     CommStep,
     ComputeStep,
+    LayoutWorkload,
     StageWorkload,
-    Workload,
     stage_schemes,
 )
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
@@ -34,9 +34,9 @@ from wafopt.costmodel.tasks import (
     Block,
     Comm,
     Compute,
-    Flow,
     Offload,
     PlanTasks,
+    RoutedFlow,
     StageTasks,
 )
 from wafopt.hardware.mesh import Die, Mesh, as_die
@@ -168,8 +168,8 @@ class Network:
         counts = self.counts.get(cls, {})
         return max((counts.get(link, 1) for src, dst in pairs for link in self.route(src, dst)), default=1)
 
-    def flows(self, pairs, nbytes: float) -> tuple[Flow, ...]:
-        return tuple(Flow(src, dst, nbytes, self.route(src, dst)) for src, dst in pairs)
+    def flows(self, pairs, nbytes: float) -> tuple[RoutedFlow, ...]:
+        return tuple(RoutedFlow(src, dst, nbytes, self.route(src, dst)) for src, dst in pairs)
 
 
 def ring_pairs(dies: list[Die], both_ways: bool) -> list[tuple[Die, Die]]:
@@ -241,7 +241,7 @@ def _analytic(blocks: tuple[Block, ...], comm_only: bool = False) -> float:
     return total
 
 
-def assemble(scenario: Scenario, work: Workload, layout: PlanLayout, x: list) -> tuple[PlanTasks, list[list[StageCosts]], Network]:
+def assemble(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: list) -> tuple[PlanTasks, list[list[StageCosts]], Network]:
     """The task graph of a structurally valid plan, its per-stage costs, and the link loads."""
     mesh = scenario.mesh()
     par, pipelines = layout.par, layout.pipelines
@@ -377,7 +377,7 @@ def _offload_comms(scenario, s: StageWorkload, dies, per_mb_offload, offload_loa
             dram_s = sum(b for _, b in pairs) / scenario.wafer.dram_bandwidth
             if link_s - dram_s > worst:
                 worst, hidden = link_s - dram_s, dram_s
-            flows += [Flow(a, c, b, net.route(a, c)) for (a, c), b in pairs]
+            flows += [RoutedFlow(a, c, b, net.route(a, c)) for (a, c), b in pairs]
         latency = max(len(f.route) for f in flows) * costing.alpha
         out.append(Comm(f"offload_{direction}", tuple(flows), latency, max(0.0, worst), hidden))
     return out[0], out[1]
@@ -409,7 +409,7 @@ def _dp_allreduce(scenario, s: StageWorkload, rings: list[list[Die]], net: Netwo
 @dataclass
 class Prepared:
     layout: PlanLayout | None
-    work: Workload | None
+    work: LayoutWorkload | None
     x: list | None
     owner: dict
     violations: list

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from wafopt.costmodel.model import (
     FULL,
-    Workload,
+    LayoutWorkload,
     build_workload,
     recompute_row,
 )
@@ -59,7 +59,7 @@ def _operator_rows(table: LayerTable, wafer: Wafer, policy: str) -> list[dict]:
     return rows
 
 
-def _layer_summary(table: LayerTable, work: Workload, policy: str) -> dict:
+def _layer_summary(table: LayerTable, work: LayoutWorkload, policy: str) -> dict:
     wafer = work.wafer
     ops = _operator_rows(table, wafer, policy)
     total = {key: sum(r[key] for r in ops) for key in ("fwd_s", "bwd_s", "recompute_s", "fwd_flops", "bwd_flops",

@@ -40,7 +40,7 @@ Link = tuple[Die, Die]
 
 
 @dataclass(frozen=True)
-class Flow:
+class RoutedFlow:
     src: Die
     dst: Die
     bytes: float                 # bytes carried in one occurrence of its communication
@@ -51,7 +51,7 @@ class Flow:
 class Comm:
     """A communication phase: its flows start together; it ends when the last one has arrived."""
     name: str                    # e.g. "tp_allreduce", "p2p_forward", "offload_store", "dp_allreduce"
-    flows: tuple[Flow, ...]
+    flows: tuple[RoutedFlow, ...]
     latency_s: float             # fixed alpha part (hops x link latency x sequential ring steps), seconds
     analytic_s: float            # the analytic model's duration of this phase, seconds (used with contention off)
     hidden_s: float = 0.0        # seconds of the transfer overlapped with work already counted elsewhere:
