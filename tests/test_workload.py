@@ -5,13 +5,9 @@ import dataclasses
 import pytest
 
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.model import (
-    FULL,
-    LayoutWorkload,
-    StageWorkload,
-    build_workload,
-    split_layers,
-)
+from wafopt.costmodel.layout import split_layers
+from wafopt.costmodel.model import LayoutWorkload, build_workload
+from wafopt.costmodel.stage import FULL, StageWorkload
 from wafopt.costmodel.training import STATE_PRESETS, Training, parse_training
 from wafopt.hardware.catalog import resolve_llm, resolve_wafer
 

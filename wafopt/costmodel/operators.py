@@ -112,6 +112,17 @@ def op_seconds(cost: Cost, die_flops: float, dram_bandwidth: float) -> float:
     return max(cost.flops / die_flops, cost.bytes / dram_bandwidth)
 
 
+class Roofline:
+    """Operator rooflines on one die: effective peak = die FLOP/s x efficiency."""
+
+    def __init__(self, wafer):
+        self.flops = wafer.die_flops * wafer.compute_efficiency
+        self.bandwidth = wafer.dram_bandwidth
+
+    def __call__(self, cost: Cost) -> float:
+        return op_seconds(cost, self.flops, self.bandwidth)
+
+
 @dataclass(frozen=True)
 class LayerTable:
     """The operators of one layer, their forward/backward order with the collectives, and units."""

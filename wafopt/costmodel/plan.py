@@ -21,15 +21,10 @@ import math
 from dataclasses import dataclass
 
 from wafopt.core.errors import InstanceError, PlanError
-from wafopt.costmodel.model import (
-    FULL,
-    CommStep,
-    ComputeStep,
-    LayoutWorkload,
-    StageWorkload,
-    stage_schemes,
-)
+from wafopt.costmodel.layout import stage_schemes
+from wafopt.costmodel.model import LayoutWorkload
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
+from wafopt.costmodel.stage import FULL, CommStep, ComputeStep, StageWorkload
 from wafopt.costmodel.tasks import (
     Block,
     Comm,

@@ -7,18 +7,14 @@ collective on a ring of 1-hop steps without contention (`tp_comm_s`).
 
 from __future__ import annotations
 
-from wafopt.costmodel.model import (
-    FULL,
-    LayoutWorkload,
-    build_workload,
-    recompute_row,
-)
+from wafopt.costmodel.model import LayoutWorkload, build_workload
 from wafopt.costmodel.operators import (
     SELECTIVE_UNITS,
     Collective,
     LayerTable,
     op_seconds,
 )
+from wafopt.costmodel.stage import FULL, recompute_row
 from wafopt.costmodel.training import Training
 from wafopt.hardware.catalog import LLM, Wafer
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.model import build_workload, stage_schemes
+from wafopt.costmodel.layout import stage_schemes
+from wafopt.costmodel.model import build_workload
 
 
 @dataclass(frozen=True)
