@@ -1,7 +1,8 @@
 """The task graph of one training iteration of a plan: what the simulator reads.
 
-It lives in the workload layer so that the producer (`plan_tasks(scenario, plan)` in the plan
-problem, from the cost model) may import it; the simulator (`wafopt.simulate`) re-exports it.
+`wafopt.costmodel.plan.plan_tasks(scenario, plan)` builds it (`wafopt.costmodel.assemble`);
+the evaluator takes the longest path of the same graph, the simulator (`wafopt.simulate`)
+replays it.
 
 Units: seconds, bytes, FLOPs; dies are (row, col); a link is a directed pair of neighbour dies.
 
