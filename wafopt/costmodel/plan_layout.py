@@ -31,14 +31,19 @@ def _die(value, where: str) -> Die:
 
 @dataclass(frozen=True)
 class PlanLayout:
-    par: Parallel
+    choice: Choice            # layout, scheme per stage, `micro_batch` and `layers` (None: the scenario's)
     pipelines: tuple          # [replica][stage] -> list of dies in ring order
     recompute: object         # the plan's `recompute` (checked against the workload later)
     offload: tuple            # (sender, helper, bytes)
-    schemes: tuple[str, ...]  # tensor-parallel scheme per stage
     routes: dict              # (src, dst) -> path of dies
-    layers: tuple | None = None       # the plan's `layers` per stage (None: the scenario's split)
-    micro_batch: int | None = None    # the plan's `micro_batch` (None: the scenario's)
+
+    @property
+    def par(self) -> Parallel:
+        return self.choice.parallel
+
+    @property
+    def schemes(self) -> tuple[str, ...]:
+        return self.choice.schemes
 
 
 def read_plan(plan: dict) -> PlanLayout:
@@ -89,7 +94,8 @@ def read_plan(plan: dict) -> PlanLayout:
             raise PlanError(f"layers must be a list of pp = {par.pp} positive integers, got {layers!r:.60}")
         layers = tuple(layers)
     micro_batch = None if plan.get("micro_batch") is None else _int(plan, "micro_batch")
-    return PlanLayout(par, tuple(dies), plan.get("recompute"), tuple(offload), schemes, routes, layers, micro_batch)
+    return PlanLayout(Choice(par, schemes, micro_batch, layers), tuple(dies), plan.get("recompute"), tuple(offload),
+                      routes)
 
 
 def check_routes(mesh: Mesh, routes: dict) -> list[str]:
@@ -114,7 +120,7 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
     """Read the plan, build its workload and check placement and recompute rows."""
     mesh = scenario.mesh()
     layout = read_plan(plan)
-    par = layout.par
+    par, picked = layout.par, layout.choice
     violations: list[str] = []
     if scenario.parallel is not None and scenario.parallel != par:
         violations.append(f"plan layout tp={par.tp}, pp={par.pp}, dp={par.dp} differs from the instance's "
@@ -124,20 +130,20 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
     if par.dies > len(mesh.healthy_dies):
         return Prepared(layout, None, None, {}, [f"tp*pp*dp = {par.dies} exceeds the {len(mesh.healthy_dies)} "
                                                  "healthy dies"])
-    choice: list[str] = []   # the plan's micro-batch size and layer split
+    wrong: list[str] = []   # the plan's micro-batch size and layer split
     allowed = scenario.training.micro_batches
-    if layout.micro_batch is not None and layout.micro_batch not in allowed:
-        choice.append(f"micro_batch {layout.micro_batch} is not one of the scenario's sizes "
-                      f"{', '.join(map(str, allowed))}")
-    elif layout.micro_batch is None and len(allowed) > 1:
-        choice.append(f"the plan must give micro_batch: the scenario allows {', '.join(map(str, allowed))}")
-    if layout.layers is not None and sum(layout.layers) != scenario.llm.layers:
-        choice.append(f"layers {list(layout.layers)} sum to {sum(layout.layers)}, the model has "
+    if picked.micro_batch is not None and picked.micro_batch not in allowed:
+        wrong.append(f"micro_batch {picked.micro_batch} is not one of the scenario's sizes "
+                     f"{', '.join(map(str, allowed))}")
+    elif picked.micro_batch is None and len(allowed) > 1:
+        wrong.append(f"the plan must give micro_batch: the scenario allows {', '.join(map(str, allowed))}")
+    if picked.layers is not None and sum(picked.layers) != scenario.llm.layers:
+        wrong.append(f"layers {list(picked.layers)} sum to {sum(picked.layers)}, the model has "
                       f"{scenario.llm.layers}")
-    if choice:
-        return Prepared(layout, None, None, {}, violations + choice)
+    if wrong:
+        return Prepared(layout, None, None, {}, violations + wrong)
     try:
-        work = scenario.workload(Choice(par, layout.schemes, layout.micro_batch, layout.layers))
+        work = scenario.workload(picked)
     except InstanceError as exc:
         return Prepared(layout, None, None, {}, [f"layout cannot be modelled: {exc}"])
     stages = work.stages
