@@ -32,7 +32,7 @@ def die_memory(stages: tuple[StageWorkload, ...], pipelines, x) -> tuple[dict, d
             s = stages[i]
             for d in dies:
                 memory[d] = s.memory_bytes(x[i])
-                kept[d] = s.inflight * s.kept_bytes(x[i])
+                kept[d] = s.inflight_bytes(x[i])
                 transient[d] = s.transient_bytes(x[i])
     return memory, kept, transient
 

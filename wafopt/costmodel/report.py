@@ -92,7 +92,7 @@ def workload_report(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int
         row = recompute_row(s, policy)
         stages.append({
             "stage": s.index, "layers": s.layers, "inflight": s.inflight, "params": s.params,
-            "state_bytes": s.state_bytes, "activation_bytes": s.inflight * s.kept_bytes(row),
+            "state_bytes": s.state_bytes, "activation_bytes": s.inflight_bytes(row),
             "transient_bytes": s.transient_bytes(row), "memory_bytes": s.memory_bytes(row),
             "fwd_s": s.fwd_s, "bwd_s": s.bwd_s, "recompute_s": s.recompute_seconds(row),
             "optimizer_s": s.optimizer_s, "tp_bytes_per_layer": s.tp_bytes_per_layer(row)})

@@ -114,6 +114,10 @@ class StageWorkload:
             return self.layers * self.boundary_bytes + self.extra_activation_bytes
         return sum(u.bytes * (self.layers - x) for u, x in zip(self.units, xs)) + self.extra_activation_bytes
 
+    def inflight_bytes(self, recomputed_layers_per_unit=None) -> float:
+        """Stored activations of all in-flight micro-batches (what a die may offload)."""
+        return self.inflight * self.kept_bytes(recomputed_layers_per_unit)
+
     def transient_bytes(self, recomputed_layers_per_unit=None) -> float:
         """Peak over the backward of what is not stored between passes: the activations the
         plan regenerates for one layer (every unit dropped in some layer, as if all in the same
@@ -129,7 +133,7 @@ class StageWorkload:
         x_j = layers of this stage in which unit j is dropped and recomputed (None: keep all;
         "full": Megatron's full recomputation, only each layer's input kept).
         """
-        return (self.state_bytes + self.inflight * self.kept_bytes(recomputed_layers_per_unit)
+        return (self.state_bytes + self.inflight_bytes(recomputed_layers_per_unit)
                 + self.transient_bytes(recomputed_layers_per_unit))
 
     def recompute_seconds(self, recomputed_layers_per_unit=None) -> float:
