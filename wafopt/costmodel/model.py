@@ -35,8 +35,8 @@ from wafopt.costmodel.stage import (
     CommStep,
     ComputeStep,
     OperatorUnit,
+    StageStep,
     StageWorkload,
-    Step,
     recompute_row,
 )
 from wafopt.costmodel.training import Training
@@ -94,17 +94,14 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
     first = 0
     split = split_layers(llm.layers, pp) if layers is None else check_split(layers, llm.layers, pp)
     for index, n in enumerate(split):
-        counts: dict[bool, int] = {}
-        for i in range(first, first + n):
-            counts[llm.is_moe_layer(i)] = counts.get(llm.is_moe_layer(i), 0) + 1
-        kinds = tuple((tables[(moe, schemes[index])], c) for moe, c in sorted(counts.items()))
+        kinds = tuple((tables[(moe, schemes[index])], c) for moe, c in _kind_counts(llm, first, n))
         stages.append(_stage(llm, training, wafer, timer, tp, pp, dp, m, index, first, n, kinds,
                              schemes[index]))
         first += n
     E, s, b, h = training.activation_bytes, training.seq, training.micro_batch, llm.hidden
     return LayoutWorkload(llm=llm, wafer=wafer, training=training, tp=tp, pp=pp, dp=dp, microbatches=m,
-                    stages=tuple(stages), p2p_bytes=E * b * s * h,
-                    model_flops_per_iteration=model_flops_per_iteration(llm, training), schemes=schemes)
+                          stages=tuple(stages), p2p_bytes=E * b * s * h,
+                          model_flops_per_iteration=model_flops_per_iteration(llm, training), schemes=schemes)
 
 
 def stage_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int, dp: int, index: int,
@@ -112,12 +109,17 @@ def stage_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
     """Stage `index` of a pp-stage pipeline holding layers first_layer .. first_layer + n - 1 alone
     (what build_workload builds for it within any split); its in-flight count assumes
     `microbatches` micro-batches per iteration (default: at least pp)."""
-    timer = Roofline(wafer)
+    kinds = tuple((_layer_table(llm, training, tp, moe, scheme), c) for moe, c in _kind_counts(llm, first_layer, n))
+    return _stage(llm, training, wafer, Roofline(wafer), tp, pp, dp, microbatches or pp, index, first_layer, n,
+                  kinds, scheme)
+
+
+def _kind_counts(llm: LLM, first_layer: int, n: int) -> list[tuple[bool, int]]:
+    """(is MoE, count) of each layer kind among layers first_layer .. first_layer + n - 1, dense first."""
     counts: dict[bool, int] = {}
     for i in range(first_layer, first_layer + n):
         counts[llm.is_moe_layer(i)] = counts.get(llm.is_moe_layer(i), 0) + 1
-    kinds = tuple((_layer_table(llm, training, tp, moe, scheme), c) for moe, c in sorted(counts.items()))
-    return _stage(llm, training, wafer, timer, tp, pp, dp, microbatches or pp, index, first_layer, n, kinds, scheme)
+    return sorted(counts.items())
 
 
 @lru_cache(maxsize=256)
@@ -125,9 +127,9 @@ def _layer_table(llm, training, tp, moe, scheme):
     return build_layer(llm, training, tp, moe, scheme)
 
 
-def _steps(table: LayerTable, order, timer: Roofline, backward: bool) -> tuple[Step, ...]:
+def _steps(table: LayerTable, order, timer: Roofline, backward: bool) -> tuple[StageStep, ...]:
     """Consecutive operators merge into one compute step; collectives are steps of their own."""
-    steps: list[Step] = []
+    steps: list[StageStep] = []
     names: list[str] = []
 
     def flush():

@@ -36,8 +36,8 @@ class CommStep:
     hidden_s: float = 0.0   # compute it runs under (TATP streams), seconds
 
 
-Step = Union[ComputeStep, CommStep]
-Blocks = tuple[tuple[tuple[Step, ...], int], ...]   # (steps, repeat) in order
+StageStep = Union[ComputeStep, CommStep]
+StageBlocks = tuple[tuple[tuple[StageStep, ...], int], ...]   # (steps, repeat) in order
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,9 @@ class StageWorkload:
     optimizer_s: float = 0.0              # one optimizer step (memory-bound over the states)
     grad_bytes: float = 0.0               # per die: the gradients data parallelism reduces
     dp_gather_bytes: float = 0.0          # per die: weights re-gathered by the distributed optimizer
-    forward: Blocks = ()
-    backward: Blocks = ()
-    full_recompute_blocks: Blocks = ()
+    forward: StageBlocks = ()
+    backward: StageBlocks = ()
+    full_recompute_blocks: StageBlocks = ()
     tables: tuple[tuple[LayerTable, int], ...] = field(default=(), repr=False)
 
     def _recomputed(self, recomputed_layers_per_unit) -> list[float] | str:
