@@ -3,9 +3,10 @@
 Plan: {tp, pp, dp, tile: [h, w], pipelines: [[[die] * tp] * pp] * dp, recompute: [[x_ij] or
 "full"], offload: [{sender, helper, bytes}], tp_scheme: megatron | tatp | [per stage],
 routes: [{src, dst, path}], layers: [n_0, ..., n_{pp-1}] (default as even as possible),
-micro_batch: one of the scenario's sizes (default its only one)}. The objective is the longest path of the plan's 1F1B task graph
-(wafopt.costmodel.plan) with per-operator compute and link-contention communication.
-Formulas: docs/evaluator.md.
+micro_batch: one of the scenario's sizes (default its only one)}. The objective is the longest
+path of the plan's 1F1B task graph with per-operator compute and link-contention communication;
+the cost model (`wafopt.costmodel.plan`: `prepare`, `die_memory`, `price`) gives every number,
+this module checks memory and offloading and reports. Formulas: docs/evaluator.md.
 """
 
 from __future__ import annotations
