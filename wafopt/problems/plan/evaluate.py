@@ -5,7 +5,8 @@ Plan: {tp, pp, dp, tile: [h, w], pipelines: [[[die] * tp] * pp] * dp, recompute:
 routes: [{src, dst, path}], layers: [n_0, ..., n_{pp-1}] (default as even as possible),
 micro_batch: one of the scenario's sizes (default its only one)}. The objective is the longest
 path of the plan's 1F1B task graph with per-operator compute and link-contention communication;
-the cost model (`wafopt.costmodel.plan`: `prepare`, `die_memory`, `price`) gives every number,
+the cost model (`wafopt.costmodel.plan_layout.prepare`, `wafopt.costmodel.plan`: `die_memory`,
+`price`) gives every number,
 this module checks memory and offloading and reports. Formulas: docs/evaluator.md.
 """
 
@@ -14,7 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from wafopt.core.numeric import at_most
-from wafopt.costmodel.plan import die_memory, prepare, price
+from wafopt.costmodel.plan import die_memory, price
+from wafopt.costmodel.plan_layout import prepare
 from wafopt.costmodel.scenario import Scenario
 from wafopt.hardware.mesh import Die
 from wafopt.problems.evaluation import Evaluation
