@@ -8,12 +8,9 @@ import pytest
 
 from wafopt.cli import main
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.model import (
-    FULL,
-    build_workload,
-    recompute_row,
-)
+from wafopt.costmodel.model import build_workload
 from wafopt.costmodel.operators import build_layer
+from wafopt.costmodel.stage import FULL, recompute_row
 from wafopt.costmodel.training import STATE_PRESETS, Training, parse_training
 from wafopt.hardware.catalog import resolve_llm, resolve_wafer
 from wafopt.problems import evaluate, parse_instance

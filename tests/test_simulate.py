@@ -18,9 +18,9 @@ from wafopt.costmodel.tasks import (
     Block,
     Comm,
     Compute,
-    Flow,
     Offload,
     PlanTasks,
+    RoutedFlow,
     StageTasks,
     compute_seconds,
 )
@@ -54,7 +54,7 @@ def _tasks(pipelines, microbatches, capacity=1e18, dp_allreduce=None, offloads=(
 def _comm(*flows, latency=0.0):
     """A communication whose analytic duration is its time alone on the network (equal flows on
     disjoint links)."""
-    made = tuple(Flow(src, dst, b, tuple(route)) for src, dst, b, route in flows)
+    made = tuple(RoutedFlow(src, dst, b, tuple(route)) for src, dst, b, route in flows)
     return Comm("c", made, latency, latency + max(f.bytes for f in made) / BW)
 
 
@@ -218,7 +218,7 @@ def _random_tasks(draw) -> PlanTasks:
         for _ in range(draw(st.integers(1, 3))):
             a, b = draw(st.sampled_from(dies)), draw(st.sampled_from(dies))
             if a != b:
-                flows.append(Flow(a, b, draw(st.floats(1.0, 500.0)), route(a, b)))
+                flows.append(RoutedFlow(a, b, draw(st.floats(1.0, 500.0)), route(a, b)))
         if not flows:
             return None
         return Comm("c", tuple(flows), 0.0, max(f.bytes for f in flows) / BW)

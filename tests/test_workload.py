@@ -5,13 +5,9 @@ import dataclasses
 import pytest
 
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.model import (
-    FULL,
-    StageWorkload,
-    Workload,
-    build_workload,
-    split_layers,
-)
+from wafopt.costmodel.layout import split_layers
+from wafopt.costmodel.model import LayoutWorkload, build_workload
+from wafopt.costmodel.stage import FULL, StageWorkload
 from wafopt.costmodel.training import STATE_PRESETS, Training, parse_training
 from wafopt.hardware.catalog import resolve_llm, resolve_wafer
 
@@ -22,7 +18,7 @@ GPT3 = resolve_llm("gpt3-175b")
 CONFIG3 = resolve_wafer("watos-config3")
 
 
-def gpt3(tp=1, pp=1, dp=1, global_batch=8, **flags) -> Workload:
+def gpt3(tp=1, pp=1, dp=1, global_batch=8, **flags) -> LayoutWorkload:
     training = Training(seq=S, micro_batch=B, global_batch=global_batch, **flags)
     return build_workload(GPT3, training, CONFIG3, tp, pp, dp)
 

@@ -3,188 +3,56 @@
 Everything is per die and per micro-batch unless a name says otherwise. Every figure is a sum
 over the per-operator table of `wafopt.costmodel.operators` (one table per layer kind and
 tensor-parallel scheme); this module adds the stages (layer split, embedding and LM head, 1F1B
-in-flight micro-batches), the model state, transient memory and the optimizer step.
+in-flight micro-batches), the model state, transient memory and the optimizer step, and
+returns them as `wafopt.costmodel.stage.StageWorkload`s.
 Formulas and sources: docs/workload.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping, Union
 
 from wafopt.core.errors import InstanceError
+from wafopt.costmodel.layout import (
+    check_degree,
+    check_split,
+    split_layers,
+    stage_schemes,
+)
 from wafopt.costmodel.operators import (
-    CHECKPOINT_UNIT,
     LAYERNORM_FLOPS,
     MASK_BYTES,
-    SCHEMES,
-    SELECTIVE_UNITS,
     SOFTMAX_FLOPS,
     Collective,
     Cost,
     LayerTable,
+    Roofline,
     build_layer,
-    op_seconds,
+)
+from wafopt.costmodel.stage import (
+    FULL,
+    CommStep,
+    ComputeStep,
+    OperatorUnit,
+    StageStep,
+    StageWorkload,
+    recompute_row,
 )
 from wafopt.costmodel.training import Training
 from wafopt.hardware.catalog import LLM, Wafer
 
-# The layer input is the checkpoint full recomputation restarts each layer from (Korthikanti
-# et al. 2022, Sec. 5); a recomputation plan must keep it.
-CHECKPOINT_UNITS = frozenset({CHECKPOINT_UNIT})
-FULL = "full"              # a recompute row meaning Megatron's full recomputation of every layer
-RECOMPUTE_POLICIES = ("none", "selective", FULL)
 OPTIMIZER_FLOPS = 12       # per parameter and step: Adam moments, bias correction, update
 LOGIT_BYTES = 4            # the cross-entropy keeps fp32 logits for its backward
 
-
-# --------------------------------------------------------------------------------------------
-# result types
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ComputeStep:
-    name: str          # the operators it runs, e.g. "ln1+qkv"
-    seconds: float     # sum of the operators' rooflines
-    flops: float
+# The stage-workload API: the builders here, and the stage, split and recompute-row names their
+# callers use with them (defined in wafopt.costmodel.stage and wafopt.costmodel.layout).
+__all__ = ["FULL", "LayoutWorkload", "StageWorkload", "build_workload", "check_split", "model_flops_per_iteration",
+           "recompute_row", "split_layers", "stage_schemes", "stage_workload"]
 
 
 @dataclass(frozen=True)
-class CommStep:
-    collective: Collective
-    hidden_s: float = 0.0   # compute it runs under (TATP streams), seconds
-
-
-Step = Union[ComputeStep, CommStep]
-Blocks = tuple[tuple[tuple[Step, ...], int], ...]   # (steps, repeat) in order
-
-
-@dataclass(frozen=True)
-class OperatorUnit:
-    """A checkpointable activation of one transformer layer (mean over the stage's layers)."""
-
-    name: str
-    bytes: float               # per die, per layer, per micro-batch, if kept
-    recompute_flops: float     # per die, to regenerate it: its producers' forward FLOPs
-    recompute_s: float         # compute seconds of that (per-operator rooflines)
-    recompute_bytes: float = 0.0   # DRAM traffic of the regeneration
-    recomputable: bool = True      # False for the layer input: full recomputation restarts from it
-    recompute_comm: tuple[CommStep, ...] = ()   # collectives the regeneration repeats
-
-
-@dataclass(frozen=True)
-class StageWorkload:
-    index: int
-    layers: int
-    inflight: int              # micro-batches whose activations a stage holds (1F1B)
-    params: float              # per die (replicated parameters counted in full)
-    state_bytes: float         # per die: weights, gradients, optimizer states
-    units: tuple[OperatorUnit, ...]
-    activation_bytes: float    # per die per layer per micro-batch = sum of unit bytes
-    boundary_bytes: float      # per die per layer per micro-batch kept under full recomputation
-    fwd_flops: float           # per die per micro-batch, all layers (+ embedding / LM head)
-    bwd_flops: float
-    fwd_s: float               # compute seconds per micro-batch (communication excluded)
-    bwd_s: float
-    first_layer: int = 0       # global index of the stage's first layer
-    scheme: str = "megatron"   # tensor-parallel scheme: megatron | tatp
-    extra_activation_bytes: float = 0.0   # per micro-batch: embedding mask, LM head input and logits
-    gradient_bytes: float = 0.0           # peak activation gradients of one backward operator
-    buffer_bytes: float = 0.0             # workspace + TATP receive buffers
-    full_recompute_flops: float = 0.0     # per micro-batch: the whole forward of every layer
-    full_recompute_s: float = 0.0
-    optimizer_s: float = 0.0              # one optimizer step (memory-bound over the states)
-    grad_bytes: float = 0.0               # per die: the gradients data parallelism reduces
-    dp_gather_bytes: float = 0.0          # per die: weights re-gathered by the distributed optimizer
-    forward: Blocks = ()
-    backward: Blocks = ()
-    full_recompute_blocks: Blocks = ()
-    tables: tuple[tuple[LayerTable, int], ...] = field(default=(), repr=False)
-
-    def _recomputed(self, recomputed_layers_per_unit) -> list[float] | str:
-        """Normalize {unit name: layers}, a sequence aligned with `units` or "full"."""
-        if recomputed_layers_per_unit is None:
-            return [0.0] * len(self.units)
-        if isinstance(recomputed_layers_per_unit, str):
-            if recomputed_layers_per_unit != FULL:
-                raise ValueError(f"a recompute row is a list of counts or {FULL!r}, got "
-                                 f"{recomputed_layers_per_unit!r}")
-            return FULL
-        if isinstance(recomputed_layers_per_unit, Mapping):
-            names = {u.name for u in self.units}
-            unknown = [k for k in recomputed_layers_per_unit if k not in names]
-            if unknown:
-                raise ValueError(f"unknown unit {unknown[0]!r} (units: {', '.join(sorted(names))})")
-            xs = [float(recomputed_layers_per_unit.get(u.name, 0)) for u in self.units]
-        else:
-            xs = [float(x) for x in recomputed_layers_per_unit]
-            if len(xs) != len(self.units):
-                raise ValueError(f"expected {len(self.units)} recompute counts, got {len(xs)}")
-        for unit, x in zip(self.units, xs):
-            if not 0 <= x <= self.layers:
-                raise ValueError(f"unit {unit.name!r}: recomputed layers must lie in "
-                                 f"[0, {self.layers}], got {x}")
-        return xs
-
-    def kept_bytes(self, recomputed_layers_per_unit=None) -> float:
-        """Stored activations of one micro-batch: sum_j bytes_j * (layers - x_j) + the extras."""
-        xs = self._recomputed(recomputed_layers_per_unit)
-        if xs == FULL:
-            return self.layers * self.boundary_bytes + self.extra_activation_bytes
-        return sum(u.bytes * (self.layers - x) for u, x in zip(self.units, xs)) + self.extra_activation_bytes
-
-    def transient_bytes(self, recomputed_layers_per_unit=None) -> float:
-        """Peak over the backward of what is not stored between passes: the activations the
-        plan regenerates for one layer (every unit dropped in some layer, as if all in the same
-        one), the activation gradients of one operator, workspace and TATP buffers."""
-        xs = self._recomputed(recomputed_layers_per_unit)
-        regenerated = sum(u.bytes for u, x in zip(self.units, [self.layers] * len(self.units) if xs == FULL
-                                                  else xs) if x > 0 and u.recomputable)
-        return regenerated + self.gradient_bytes + self.buffer_bytes
-
-    def memory_bytes(self, recomputed_layers_per_unit=None) -> float:
-        """Peak per-die bytes: state + inflight * kept activations + transient.
-
-        x_j = layers of this stage in which unit j is dropped and recomputed (None: keep all;
-        "full": Megatron's full recomputation, only each layer's input kept).
-        """
-        return (self.state_bytes + self.inflight * self.kept_bytes(recomputed_layers_per_unit)
-                + self.transient_bytes(recomputed_layers_per_unit))
-
-    def recompute_seconds(self, recomputed_layers_per_unit=None) -> float:
-        """Extra compute seconds per micro-batch spent regenerating dropped units, sum_j x_j * t_j
-        (collectives excluded: their time depends on the placement)."""
-        xs = self._recomputed(recomputed_layers_per_unit)
-        if xs == FULL:
-            return self.full_recompute_s
-        return sum(u.recompute_s * x for u, x in zip(self.units, xs))
-
-    def full_recompute(self) -> str:
-        """The recompute row of Megatron's full recomputation."""
-        return FULL
-
-    def full_recompute_bytes(self) -> float:
-        """Per-die bytes under full recomputation: the least memory any plan needs on its own dies."""
-        return self.memory_bytes(FULL)
-
-    def compute_s(self) -> float:
-        return self.fwd_s + self.bwd_s
-
-    def tp_bytes_per_layer(self, recomputed_layers_per_unit=None) -> float:
-        """Bytes one die sends for tensor-parallel collectives per layer and micro-batch: forward,
-        backward and the recomputation of `recomputed_layers_per_unit` (mean over the layers)."""
-        xs = self._recomputed(recomputed_layers_per_unit)
-        sent = sum(c * sum(coll.bytes_sent for coll in t.collectives("forward") + t.collectives("backward"))
-                   for t, c in self.tables)
-        if xs == FULL:
-            sent += sum(c * sum(coll.bytes_sent for coll in t.collectives("forward")) for t, c in self.tables)
-        else:
-            sent += sum(x * sum(st.collective.bytes_sent for st in u.recompute_comm) for u, x in zip(self.units, xs))
-        return sent / self.layers
-
-
-@dataclass(frozen=True)
-class Workload:
+class LayoutWorkload:
     llm: LLM
     wafer: Wafer
     training: Training
@@ -202,62 +70,12 @@ class Workload:
         return self.tp * self.pp * self.dp
 
 
-# --------------------------------------------------------------------------------------------
-# build
-# --------------------------------------------------------------------------------------------
-def split_layers(layers: int, pp: int) -> list[int]:
-    """Layers per stage, as even as possible; the first `layers % pp` stages get one more."""
-    base, extra = divmod(layers, pp)
-    return [base + (1 if i < extra else 0) for i in range(pp)]
-
-
-def check_split(split, layers: int, pp: int) -> list[int]:
-    """A plan's `layers: [n_0, ..., n_{pp-1}]`: pp positive integers summing to the model's layers
-    (InstanceError naming the field otherwise)."""
-    if (not isinstance(split, (list, tuple)) or len(split) != pp
-            or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in split)):
-        raise InstanceError(f"must be a list of pp = {pp} positive integers, got {split!r:.60}", "layers")
-    if sum(split) != layers:
-        raise InstanceError(f"must sum to the model's {layers} layers, got {sum(split)}", "layers")
-    return list(split)
-
-
-def _check_degree(value: Any, name: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise InstanceError(f"must be a positive integer, got {value!r}", name)
-    return value
-
-
-def stage_schemes(schemes, pp: int) -> tuple[str, ...]:
-    """None, one scheme for all stages, or one per stage -> a tuple of pp schemes."""
-    if schemes is None:
-        return ("megatron",) * pp
-    if isinstance(schemes, str):
-        schemes = [schemes] * pp
-    schemes = tuple(schemes)
-    if len(schemes) != pp or any(s not in SCHEMES for s in schemes):
-        raise InstanceError(f"must be one of {', '.join(SCHEMES)} or a list of {pp} of them, got "
-                            f"{list(schemes)!r:.80}", "tp_scheme")
-    return schemes
-
-
-class _Timer:
-    """Operator rooflines on one die: effective peak = die FLOP/s x efficiency."""
-
-    def __init__(self, wafer: Wafer):
-        self.flops = wafer.die_flops * wafer.compute_efficiency
-        self.bandwidth = wafer.dram_bandwidth
-
-    def __call__(self, cost: Cost) -> float:
-        return op_seconds(cost, self.flops, self.bandwidth)
-
-
 def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
-                   dp: int = 1, schemes=None, layers=None) -> Workload:
+                   dp: int = 1, schemes=None, layers=None) -> LayoutWorkload:
     """The workload of every pipeline stage for a TP x PP x DP layout of `llm` on `wafer`;
     `schemes`: the tensor-parallel scheme of every stage (default Megatron); `layers`: the layers
     of every stage (default split_layers, as even as possible)."""
-    tp, pp, dp = _check_degree(tp, "tp"), _check_degree(pp, "pp"), _check_degree(dp, "dp")
+    tp, pp, dp = check_degree(tp, "tp"), check_degree(pp, "pp"), check_degree(dp, "dp")
     if pp > llm.layers:
         raise InstanceError(f"must be <= the {llm.layers} layers of {llm.name}, got {pp}", "pp")
     if tp * pp * dp > wafer.healthy_die_count:
@@ -269,24 +87,21 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
                             f"{training.global_batch}", "training.global_batch")
     schemes = stage_schemes(schemes, pp)
     m = training.global_batch // per_step
-    timer = _Timer(wafer)
+    timer = Roofline(wafer)
     tables = {(moe, sch): build_layer(llm, training, tp, moe, sch)
               for moe in {llm.is_moe_layer(i) for i in range(llm.layers)} for sch in set(schemes)}
     stages = []
     first = 0
     split = split_layers(llm.layers, pp) if layers is None else check_split(layers, llm.layers, pp)
     for index, n in enumerate(split):
-        counts: dict[bool, int] = {}
-        for i in range(first, first + n):
-            counts[llm.is_moe_layer(i)] = counts.get(llm.is_moe_layer(i), 0) + 1
-        kinds = tuple((tables[(moe, schemes[index])], c) for moe, c in sorted(counts.items()))
+        kinds = tuple((tables[(moe, schemes[index])], c) for moe, c in _kind_counts(llm, first, n))
         stages.append(_stage(llm, training, wafer, timer, tp, pp, dp, m, index, first, n, kinds,
                              schemes[index]))
         first += n
     E, s, b, h = training.activation_bytes, training.seq, training.micro_batch, llm.hidden
-    return Workload(llm=llm, wafer=wafer, training=training, tp=tp, pp=pp, dp=dp, microbatches=m,
-                    stages=tuple(stages), p2p_bytes=E * b * s * h,
-                    model_flops_per_iteration=model_flops_per_iteration(llm, training), schemes=schemes)
+    return LayoutWorkload(llm=llm, wafer=wafer, training=training, tp=tp, pp=pp, dp=dp, microbatches=m,
+                          stages=tuple(stages), p2p_bytes=E * b * s * h,
+                          model_flops_per_iteration=model_flops_per_iteration(llm, training), schemes=schemes)
 
 
 def stage_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int, dp: int, index: int,
@@ -294,12 +109,17 @@ def stage_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
     """Stage `index` of a pp-stage pipeline holding layers first_layer .. first_layer + n - 1 alone
     (what build_workload builds for it within any split); its in-flight count assumes
     `microbatches` micro-batches per iteration (default: at least pp)."""
-    timer = _Timer(wafer)
+    kinds = tuple((_layer_table(llm, training, tp, moe, scheme), c) for moe, c in _kind_counts(llm, first_layer, n))
+    return _stage(llm, training, wafer, Roofline(wafer), tp, pp, dp, microbatches or pp, index, first_layer, n,
+                  kinds, scheme)
+
+
+def _kind_counts(llm: LLM, first_layer: int, n: int) -> list[tuple[bool, int]]:
+    """(is MoE, count) of each layer kind among layers first_layer .. first_layer + n - 1, dense first."""
     counts: dict[bool, int] = {}
     for i in range(first_layer, first_layer + n):
         counts[llm.is_moe_layer(i)] = counts.get(llm.is_moe_layer(i), 0) + 1
-    kinds = tuple((_layer_table(llm, training, tp, moe, scheme), c) for moe, c in sorted(counts.items()))
-    return _stage(llm, training, wafer, timer, tp, pp, dp, microbatches or pp, index, first_layer, n, kinds, scheme)
+    return sorted(counts.items())
 
 
 @lru_cache(maxsize=256)
@@ -307,9 +127,9 @@ def _layer_table(llm, training, tp, moe, scheme):
     return build_layer(llm, training, tp, moe, scheme)
 
 
-def _steps(table: LayerTable, order, timer: _Timer, backward: bool) -> tuple[Step, ...]:
+def _steps(table: LayerTable, order, timer: Roofline, backward: bool) -> tuple[StageStep, ...]:
     """Consecutive operators merge into one compute step; collectives are steps of their own."""
-    steps: list[Step] = []
+    steps: list[StageStep] = []
     names: list[str] = []
 
     def flush():
@@ -359,7 +179,7 @@ def _head_ops(llm: LLM, training: Training, tp: int, scheme: str, first: bool, l
 
 def _stage(llm, training, wafer, timer, tp, pp, dp, m, index, first_layer, n, kinds, scheme) -> StageWorkload:
     first, last = index == 0, index == pp - 1
-    E, h = training.activation_bytes, llm.hidden
+    h = llm.hidden
 
     # parameters per die: TP-split matrices, replicated norms, routers and position table
     params = sum(c * t.weights for t, c in kinds)
@@ -445,12 +265,6 @@ def _stage(llm, training, wafer, timer, tp, pp, dp, m, index, first_layer, n, ki
         tables=kinds)
 
 
-def layer_tables(llm: LLM, training: Training, tp: int, scheme: str = "megatron") -> dict[str, LayerTable]:
-    """The cost table of each layer kind of `llm` ("dense" and/or "moe")."""
-    kinds = {llm.is_moe_layer(i) for i in range(llm.layers)}
-    return {("moe" if moe else "dense"): build_layer(llm, training, tp, moe, scheme) for moe in sorted(kinds)}
-
-
 def model_flops_per_iteration(llm: LLM, training: Training) -> float:
     """Model FLOPs of one iteration: 3 x forward matmul FLOPs (fwd + 2x bwd), no recomputation.
 
@@ -463,14 +277,3 @@ def model_flops_per_iteration(llm: LLM, training: Training) -> float:
     per_sequence = sum(per_kind[llm.is_moe_layer(i)] for i in range(llm.layers))
     per_sequence += 2 * training.seq * llm.hidden * llm.vocab   # LM head
     return 3 * training.global_batch * per_sequence
-
-
-def recompute_row(stage: StageWorkload, policy: str):
-    """The recompute row of a named policy: none, selective (Korthikanti's attention core) or full."""
-    if policy == "none":
-        return [0] * len(stage.units)
-    if policy == "selective":
-        return [stage.layers if u.name in SELECTIVE_UNITS else 0 for u in stage.units]
-    if policy == FULL:
-        return FULL
-    raise ValueError(f"unknown recompute policy {policy!r} (known: {', '.join(RECOMPUTE_POLICIES)})")

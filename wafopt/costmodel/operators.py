@@ -97,7 +97,7 @@ class Op:
 
 
 @dataclass(frozen=True)
-class Unit:
+class LayerUnit:
     """A stored activation tensor of the layer and how to regenerate it."""
 
     name: str
@@ -112,6 +112,17 @@ def op_seconds(cost: Cost, die_flops: float, dram_bandwidth: float) -> float:
     return max(cost.flops / die_flops, cost.bytes / dram_bandwidth)
 
 
+class Roofline:
+    """Operator rooflines on one die: effective peak = die FLOP/s x efficiency."""
+
+    def __init__(self, wafer):
+        self.flops = wafer.die_flops * wafer.compute_efficiency
+        self.bandwidth = wafer.dram_bandwidth
+
+    def __call__(self, cost: Cost) -> float:
+        return op_seconds(cost, self.flops, self.bandwidth)
+
+
 @dataclass(frozen=True)
 class LayerTable:
     """The operators of one layer, their forward/backward order with the collectives, and units."""
@@ -119,7 +130,7 @@ class LayerTable:
     ops: tuple[Op, ...]
     forward: tuple[str | Collective, ...]    # op names and collectives in execution order
     backward: tuple[str | Collective, ...]
-    units: tuple[Unit, ...]
+    units: tuple[LayerUnit, ...]
     stream_buffer_bytes: float = 0.0         # TATP receive buffers (transient)
     residual_grad_bytes: float = 0.0         # the residual-stream gradient, live through the backward
 
@@ -157,11 +168,11 @@ class LayerTable:
     def checkpoint_bytes(self) -> float:
         return sum(u.bytes for u in self.units if not u.recomputable)
 
-    def unit_regen(self, unit: Unit) -> Cost:
+    def unit_regen(self, unit: LayerUnit) -> Cost:
         return Cost(sum(share * self.op(name).fwd.flops for name, share in unit.producers),
                     sum(share * self.op(name).fwd.bytes for name, share in unit.producers))
 
-    def unit_seconds(self, unit: Unit, die_flops: float, dram_bandwidth: float) -> float:
+    def unit_seconds(self, unit: LayerUnit, die_flops: float, dram_bandwidth: float) -> float:
         """Compute seconds of regenerating a unit: its producers' rooflines, shared."""
         return sum(share * op_seconds(self.op(name).fwd, die_flops, dram_bandwidth)
                    for name, share in unit.producers)
@@ -319,31 +330,31 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
     unit_list = [
         # The layer input: the output of the preceding layer's FC2, its collective and residual add
         # (this layer's shape stands in for that layer's). Full recomputation keeps it.
-        Unit("ln1_input", E * sbh * r, (("fc2", 1.0), ("mlp_residual", 1.0)), comm_of("fc2"), recomputable=False),
-        Unit("qkv_input", E * sbh * r, (("ln1", 1.0),)),
-        Unit("qk", E * sb * (hq + kv), (("qkv", qk_share),), comm_of("qkv")),
-        Unit("v", E * sb * kv, (("qkv", 1 - qk_share),), comm_of("qkv")),
+        LayerUnit("ln1_input", E * sbh * r, (("fc2", 1.0), ("mlp_residual", 1.0)), comm_of("fc2"), recomputable=False),
+        LayerUnit("qkv_input", E * sbh * r, (("ln1", 1.0),)),
+        LayerUnit("qk", E * sb * (hq + kv), (("qkv", qk_share),), comm_of("qkv")),
+        LayerUnit("v", E * sb * kv, (("qkv", 1 - qk_share),), comm_of("qkv")),
     ]
     if training.attention == "flash":
         # no s^2 tensor is stored; output and row statistics come from re-running the fused kernel
-        unit_list += [Unit("softmax_stats", STATS_BYTES * a * sb, (("flash_attention", 1.0),)),
-                      Unit("proj_input", E * sb * hq, (("flash_attention", 1.0),))]
+        unit_list += [LayerUnit("softmax_stats", STATS_BYTES * a * sb, (("flash_attention", 1.0),)),
+                      LayerUnit("proj_input", E * sb * hq, (("flash_attention", 1.0),))]
     else:
         unit_list += [
-            Unit("softmax_output", E * ss, (("attn_scores", 1.0), ("softmax", 1.0))),
-            Unit("attn_dropout_mask", MASK_BYTES * ss, (("attn_dropout", 0.5),)),   # RNG replay only
-            Unit("attn_dropout_output", E * ss, (("attn_dropout", 0.5),)),
-            Unit("proj_input", E * sb * hq, (("attn_over_values", 1.0),)),
+            LayerUnit("softmax_output", E * ss, (("attn_scores", 1.0), ("softmax", 1.0))),
+            LayerUnit("attn_dropout_mask", MASK_BYTES * ss, (("attn_dropout", 0.5),)),   # RNG replay only
+            LayerUnit("attn_dropout_output", E * ss, (("attn_dropout", 0.5),)),
+            LayerUnit("proj_input", E * sb * hq, (("attn_over_values", 1.0),)),
         ]
     unit_list += [
-        Unit("attn_residual_dropout_mask", MASK_BYTES * sbh * r, (("attn_residual", 1 / RESIDUAL_FLOPS),)),
+        LayerUnit("attn_residual_dropout_mask", MASK_BYTES * sbh * r, (("attn_residual", 1 / RESIDUAL_FLOPS),)),
         # output projection, its collective, dropout and residual add
-        Unit("ln2_input", E * sbh * r, (("out_proj", 1.0), ("attn_residual", 1.0)), comm_of("out_proj")),
+        LayerUnit("ln2_input", E * sbh * r, (("out_proj", 1.0), ("attn_residual", 1.0)), comm_of("out_proj")),
         # a MoE layer stores the dispatched tokens: top_k copies of the LN output
-        Unit("fc1_input", k * E * sbh * r, (("ln2", 1.0),) + ((("router", 1.0),) if moe else ())),
-        Unit("gelu_input", k * g * E * sb * w, (("fc1", 1.0),), comm_of("fc1")),
-        Unit("fc2_input", k * E * sb * w, (("activation", 1.0),)),
-        Unit("mlp_dropout_mask", MASK_BYTES * sbh * r, (("mlp_residual", 1 / RESIDUAL_FLOPS),)),
+        LayerUnit("fc1_input", k * E * sbh * r, (("ln2", 1.0),) + ((("router", 1.0),) if moe else ())),
+        LayerUnit("gelu_input", k * g * E * sb * w, (("fc1", 1.0),), comm_of("fc1")),
+        LayerUnit("fc2_input", k * E * sb * w, (("activation", 1.0),)),
+        LayerUnit("mlp_dropout_mask", MASK_BYTES * sbh * r, (("mlp_residual", 1 / RESIDUAL_FLOPS),)),
     ]
     for u in unit_list:
         assert all(n in names for n, _ in u.producers), u

@@ -7,18 +7,14 @@ collective on a ring of 1-hop steps without contention (`tp_comm_s`).
 
 from __future__ import annotations
 
-from wafopt.costmodel.model import (
-    FULL,
-    Workload,
-    build_workload,
-    recompute_row,
-)
+from wafopt.costmodel.model import LayoutWorkload, build_workload
 from wafopt.costmodel.operators import (
     SELECTIVE_UNITS,
     Collective,
     LayerTable,
-    op_seconds,
+    Roofline,
 )
+from wafopt.costmodel.stage import FULL, recompute_row
 from wafopt.costmodel.training import Training
 from wafopt.hardware.catalog import LLM, Wafer
 
@@ -29,12 +25,12 @@ def _ideal_comm_s(c: Collective, hidden_s: float, wafer: Wafer) -> float:
 
 
 def _operator_rows(table: LayerTable, wafer: Wafer, policy: str) -> list[dict]:
-    flops, bandwidth = wafer.die_flops * wafer.compute_efficiency, wafer.dram_bandwidth
+    roofline = Roofline(wafer)
     units = {u.name: u for u in table.units}
     selective = {n for n in SELECTIVE_UNITS if n in units}
     rows = []
     for op in table.ops:
-        fwd_s, bwd_s = op_seconds(op.fwd, flops, bandwidth), op_seconds(op.bwd, flops, bandwidth)
+        fwd_s, bwd_s = roofline(op.fwd), roofline(op.bwd)
         fwd_comm = [c for c in table.collectives("forward") if c.op == op.name]
         bwd_comm = [c for c in table.collectives("backward") if c.op == op.name]
         if policy == FULL:
@@ -59,9 +55,10 @@ def _operator_rows(table: LayerTable, wafer: Wafer, policy: str) -> list[dict]:
     return rows
 
 
-def _layer_summary(table: LayerTable, work: Workload, policy: str) -> dict:
+def _layer_summary(table: LayerTable, work: LayoutWorkload, policy: str) -> dict:
     wafer = work.wafer
     ops = _operator_rows(table, wafer, policy)
+    roofline = Roofline(wafer)
     total = {key: sum(r[key] for r in ops) for key in ("fwd_s", "bwd_s", "recompute_s", "fwd_flops", "bwd_flops",
                                                        "recompute_flops", "fwd_bytes", "bwd_bytes", "tp_bytes",
                                                        "activation_bytes", "stored_bytes")}
@@ -70,9 +67,7 @@ def _layer_summary(table: LayerTable, work: Workload, policy: str) -> dict:
         for c in table.collectives(phase):
             op = table.op(c.op)
             cost = op.fwd if phase == "forward" else op.bwd
-            hidden.setdefault(phase, []).append(
-                _ideal_comm_s(c, c.overlap * op_seconds(cost, wafer.die_flops * wafer.compute_efficiency,
-                                                         wafer.dram_bandwidth), wafer))
+            hidden.setdefault(phase, []).append(_ideal_comm_s(c, c.overlap * roofline(cost), wafer))
     total["tp_comm_s"] = sum(sum(v) for v in hidden.values())
     if policy == FULL:
         total["tp_comm_s"] += sum(hidden.get("forward", []))
@@ -97,7 +92,7 @@ def workload_report(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int
         row = recompute_row(s, policy)
         stages.append({
             "stage": s.index, "layers": s.layers, "inflight": s.inflight, "params": s.params,
-            "state_bytes": s.state_bytes, "activation_bytes": s.inflight * s.kept_bytes(row),
+            "state_bytes": s.state_bytes, "activation_bytes": s.inflight_bytes(row),
             "transient_bytes": s.transient_bytes(row), "memory_bytes": s.memory_bytes(row),
             "fwd_s": s.fwd_s, "bwd_s": s.bwd_s, "recompute_s": s.recompute_seconds(row),
             "optimizer_s": s.optimizer_s, "tp_bytes_per_layer": s.tp_bytes_per_layer(row)})

@@ -11,7 +11,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.model import build_workload, stage_schemes
+from wafopt.costmodel.layout import stage_schemes
+from wafopt.costmodel.model import LayoutWorkload, build_workload, stage_workload
+from wafopt.costmodel.stage import StageWorkload
 
 
 @dataclass(frozen=True)
@@ -65,16 +67,35 @@ class Scenario:
     def mesh(self):
         return self.wafer.mesh()
 
-    def workload(self, choice: Choice = Choice()):
-        """The per-stage costs of a choice (defaults: see Choice)."""
+    def parallel_of(self, choice: Choice = Choice()) -> Parallel:
+        """The choice's layout, else the scenario's fixed one."""
         parallel = choice.parallel or self.parallel
         if parallel is None:
             raise InstanceError("this needs a parallel layout: add parallel: {tp, pp, dp}", "parallel")
+        return parallel
+
+    def training_for(self, choice: Choice = Choice()):
+        """The training setup with the choice's micro-batch size."""
+        return _with_micro_batch(self.training, choice.micro_batch or self.training.micro_batch)
+
+    def workload(self, choice: Choice = Choice()) -> LayoutWorkload:
+        """The per-stage costs of a choice (defaults: see Choice)."""
+        parallel = self.parallel_of(choice)
         split = choice.layers if choice.layers is not None else self.split
         if split is not None and len(split) != parallel.pp and choice.layers is None:
             split = None   # the scenario's split is for its own pp
         return _workload(self, parallel, stage_schemes(choice.schemes, parallel.pp), split,
                          choice.micro_batch or self.training.micro_batch)
+
+    def stage_workload(self, choice: Choice, index: int, first_layer: int, n: int,
+                       microbatches: int | None = None) -> StageWorkload:
+        """Stage `index` of the choice's pipeline holding layers first_layer .. first_layer + n - 1
+        alone (what `workload` builds for it within any split); `microbatches` per iteration sets
+        its in-flight count (default: at least pp)."""
+        parallel = self.parallel_of(choice)
+        scheme = stage_schemes(choice.schemes, parallel.pp)[index]
+        return stage_workload(self.llm, self.training_for(choice), self.wafer, parallel.tp, parallel.pp,
+                              parallel.dp, index, first_layer, n, scheme, microbatches)
 
     def with_choice(self, micro_batch: int | None = None, split=None) -> "Scenario":
         """The scenario whose plans use this micro-batch size and layer split by default (what the
@@ -97,8 +118,9 @@ class Scenario:
 
 @lru_cache(maxsize=128)   # layouts x schemes x splits x micro-batch sizes a search revisits
 def _workload(scenario: Scenario, parallel: Parallel, schemes: tuple[str, ...] | None, split, micro_batch: int):
-    training = scenario.training
-    if micro_batch != training.micro_batch:
-        training = replace(training, micro_batch=micro_batch)
-    return build_workload(scenario.llm, training, scenario.wafer, parallel.tp, parallel.pp,
+    return build_workload(scenario.llm, _with_micro_batch(scenario.training, micro_batch), scenario.wafer, parallel.tp, parallel.pp,
                           parallel.dp, schemes, None if split is None else list(split))
+
+
+def _with_micro_batch(training, micro_batch: int):
+    return training if micro_batch == training.micro_batch else replace(training, micro_batch=micro_batch)

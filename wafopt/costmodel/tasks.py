@@ -1,7 +1,8 @@
 """The task graph of one training iteration of a plan: what the simulator reads.
 
-It lives in the workload layer so that the producer (`plan_tasks(scenario, plan)` in the plan
-problem, from the cost model) may import it; the simulator (`wafopt.simulate`) re-exports it.
+`wafopt.costmodel.plan.plan_tasks(scenario, plan)` builds it (`wafopt.costmodel.assemble`);
+the evaluator takes the longest path of the same graph, the simulator (`wafopt.simulate`)
+replays it.
 
 Units: seconds, bytes, FLOPs; dies are (row, col); a link is a directed pair of neighbour dies.
 
@@ -40,7 +41,7 @@ Link = tuple[Die, Die]
 
 
 @dataclass(frozen=True)
-class Flow:
+class RoutedFlow:
     src: Die
     dst: Die
     bytes: float                 # bytes carried in one occurrence of its communication
@@ -51,7 +52,7 @@ class Flow:
 class Comm:
     """A communication phase: its flows start together; it ends when the last one has arrived."""
     name: str                    # e.g. "tp_allreduce", "p2p_forward", "offload_store", "dp_allreduce"
-    flows: tuple[Flow, ...]
+    flows: tuple[RoutedFlow, ...]
     latency_s: float             # fixed alpha part (hops x link latency x sequential ring steps), seconds
     analytic_s: float            # the analytic model's duration of this phase, seconds (used with contention off)
     hidden_s: float = 0.0        # seconds of the transfer overlapped with work already counted elsewhere:

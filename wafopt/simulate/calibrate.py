@@ -17,6 +17,7 @@ import numpy as np
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.files import write_text
+from wafopt.costmodel.plan import die_memory
 from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
 from wafopt.problems import load
 from wafopt.problems.plan.evaluate import evaluate
@@ -159,10 +160,7 @@ def _random_plan(scenario: Scenario, rng) -> dict | None:
     plan = {"tp": par.tp, "pp": par.pp, "dp": par.dp,
             "pipelines": [[[list(d) for d in stage] for stage in pipe] for pipe in pipelines],
             "recompute": recompute, "offload": []}
-    used = {d: work.stages[i].memory_bytes(recompute[i]) for pipe in pipelines for i, st in enumerate(pipe)
-            for d in st}
-    kept = {d: work.stages[i].inflight * work.stages[i].kept_bytes(recompute[i]) for pipe in pipelines
-            for i, st in enumerate(pipe) for d in st}   # checkpoint bytes a die may offload
+    used, kept, _ = die_memory(work.stages, pipelines, recompute)   # kept: checkpoint bytes a die may offload
     free = {d: capacity - used.get(d, 0.0) for d in mesh.healthy_dies}
     senders = [d for d in used if kept[d] > 0]
     for _ in range(int(rng.integers(0, MAX_OFFLOADS + 1)) if senders else 0):

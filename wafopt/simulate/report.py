@@ -6,6 +6,7 @@ from pathlib import Path
 
 from wafopt.core.errors import InstanceError, PlanError
 from wafopt.core.files import read_mapping
+from wafopt.costmodel.plan import plan_tasks
 from wafopt.problems import evaluate, load
 from wafopt.simulate.engine import Simulation, simulate
 
@@ -15,8 +16,6 @@ MEMORY_CURVES = 8   # dies drawn in the memory timeline: the ones with the highe
 
 def plan_producer():
     """The producer of the task graph from the cost model (the plan problem's)."""
-    from wafopt.costmodel.plan import plan_tasks
-
     return plan_tasks
 
 
@@ -67,7 +66,7 @@ def render_text(sim: Simulation, analytic_s: float | None = None) -> str:
 
 def plot(sim: Simulation, path: str | Path, title: str = "") -> None:
     """Gantt chart of every stage (one row per replica and stage) above a memory timeline."""
-    import matplotlib
+    import matplotlib  # here, not at the top: it costs the CLI's start-up
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -3,17 +3,21 @@
 Plan: {tp, pp, dp, tile: [h, w], pipelines: [[[die] * tp] * pp] * dp, recompute: [[x_ij] or
 "full"], offload: [{sender, helper, bytes}], tp_scheme: megatron | tatp | [per stage],
 routes: [{src, dst, path}], layers: [n_0, ..., n_{pp-1}] (default as even as possible),
-micro_batch: one of the scenario's sizes (default its only one)}. The objective is the longest path of the plan's 1F1B task graph
-(wafopt.costmodel.plan) with per-operator compute and link-contention communication.
-Formulas: docs/evaluator.md.
+micro_batch: one of the scenario's sizes (default its only one)}. The objective is the longest
+path of the plan's 1F1B task graph with per-operator compute and link-contention communication;
+the cost model (`wafopt.costmodel.plan_layout.prepare`, `wafopt.costmodel.plan`: `die_memory`,
+`price`) gives every number,
+this module checks memory and offloading and reports. Formulas: docs/evaluator.md.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from wafopt.core.numeric import at_most
-from wafopt.costmodel.plan import PlanLayout, assemble, prepare
+from wafopt.costmodel.plan import die_memory, price
+from wafopt.costmodel.plan_layout import prepare
 from wafopt.costmodel.scenario import Scenario
-from wafopt.costmodel.schedule import one_f_one_b_finish
 from wafopt.hardware.mesh import Die
 from wafopt.problems.evaluation import Evaluation
 
@@ -24,21 +28,12 @@ def evaluate(scenario: Scenario, plan: dict) -> Evaluation:
         return Evaluation(None, False, prep.violations)
     mesh = scenario.mesh()
     layout, work, x, owner = prep.layout, prep.work, prep.x, prep.owner
-    par, stages = layout.par, work.stages
+    stages = work.stages
     violations: list[str] = []
 
     # memory per die, after offloading
     capacity = scenario.wafer.dram_capacity
-    memory: dict[Die, float] = {}
-    kept: dict[Die, float] = {}
-    transient: dict[Die, float] = {}
-    for pipe in layout.pipelines:
-        for i, dies in enumerate(pipe):
-            s = stages[i]
-            for d in dies:
-                memory[d] = s.memory_bytes(x[i])
-                kept[d] = s.inflight * s.kept_bytes(x[i])
-                transient[d] = s.transient_bytes(x[i])
+    memory, kept, transient = die_memory(stages, layout.pipelines, x)
     moved_out: dict[Die, float] = {}
     for k, (snd, hlp, b) in enumerate(layout.offload):
         if snd not in owner:
@@ -61,54 +56,21 @@ def evaluate(scenario: Scenario, plan: dict) -> Evaluation:
             violations.append(f"die {list(d)} needs {used / 1e9:.3f} GB, capacity {capacity / 1e9:.3f} GB")
     if violations:
         offload_ok = [o for o in layout.offload if o[0] in owner and mesh.is_healthy(o[1]) and o[0] != o[1]]
-        layout = PlanLayout(layout.par, layout.pipelines, layout.recompute, tuple(offload_ok), layout.schemes,
-                            layout.routes)
+        layout = replace(layout, offload=tuple(offload_ok))
 
-    # the task graph and its longest path
-    tasks, costs, net = assemble(scenario, work, layout, x)
-    m = work.microbatches
-    finish = [0.0] * par.pp
-    for row in costs:
-        ends = one_f_one_b_finish([c.forward_s for c in row], [c.backward_s for c in row],
-                                  [c.send_forward_s for c in row], [c.send_backward_s for c in row], m)
-        finish = [max(a, b) for a, b in zip(finish, ends)]
-    dp_s = [c.analytic_s if c is not None else 0.0 for c in tasks.dp_allreduce]
-    ends = [f + d for f, d in zip(finish, dp_s)]
-    iteration = max(e + s.optimizer_s for e, s in zip(ends, stages))
-    optimizer_exposed = iteration - max(ends)
-
-    stage_rows = []
-    for i, s in enumerate(stages):
-        worst = {key: max(getattr(row[i], key) for row in costs)
-                 for key in ("forward_s", "backward_s", "compute_s", "recompute_s", "recompute_comm_s", "tp_comm_s",
-                             "offload_s",
-                             "send_forward_s", "send_backward_s", "full_recompute_s")}
-        p2p = (worst["send_forward_s"] if i < par.pp - 1 else 0.0) + \
-              (max(row[i - 1].send_forward_s for row in costs) if i > 0 else 0.0)
-        p2p += worst["send_backward_s"] + (max(row[i + 1].send_backward_s for row in costs)
-                                           if i < par.pp - 1 else 0.0)
-        stage_rows.append({
-            "stage": i, "layers": s.layers, "inflight": s.inflight, "tp_scheme": s.scheme,
-            "fwd_s": worst["forward_s"], "bwd_s": worst["backward_s"],
-            "compute_s": s.fwd_s + s.bwd_s, "recompute_s": worst["recompute_s"],
-            "tp_comm_s": worst["tp_comm_s"], "recompute_comm_s": worst["recompute_comm_s"], "p2p_s": p2p, "offload_s": worst["offload_s"],
-            "send_forward_s": worst["send_forward_s"], "send_backward_s": worst["send_backward_s"],
-            "time_s": worst["forward_s"] + worst["backward_s"] + p2p,
-            "dp_allreduce_s": dp_s[i], "optimizer_s": s.optimizer_s,
-            "transient_bytes": s.transient_bytes(x[i]), "tp_kappa": max(row[i].tp_kappa for row in costs),
-            "ring_hops": max(row[i].ring_hops for row in costs),
-            "recompute_unit_s": [max(row[i].unit_s[j] for row in costs) for j in range(len(s.units))],
-            "full_recompute_s": worst["full_recompute_s"]})
+    # the task graph, its longest path and the per-stage figures
+    cost = price(scenario, work, layout, x)
+    m, iteration, stage_rows, dp_s = work.microbatches, cost.iteration_s, cost.stages, cost.dp_allreduce_s
 
     recompute_total = m * sum(row["recompute_s"] for row in stage_rows)
     compute_total = m * sum(row["compute_s"] + row["recompute_s"] for row in stage_rows)
     peak_flops = len(mesh.healthy_dies) * scenario.wafer.die_flops
     throughput = work.model_flops_per_iteration / iteration
-    busiest = max(net.loads.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+    busiest = max(cost.link_loads.items(), key=lambda kv: (kv[1], kv[0]), default=None)
     details = {
         "iteration_time_s": iteration, "microbatches": m, "micro_batch": work.training.micro_batch,
         "layers": [s.layers for s in stages], "dp_allreduce_s": max(dp_s),
-        "optimizer_s": max(s.optimizer_s for s in stages), "optimizer_exposed_s": optimizer_exposed,
+        "optimizer_s": max(s.optimizer_s for s in stages), "optimizer_exposed_s": cost.optimizer_exposed_s,
         "tp_scheme": list(layout.schemes),
         "stages": stage_rows,
         "memory": [{"die": list(d), "bytes": b, "capacity": capacity, "transient_bytes": transient.get(d, 0.0)}
@@ -122,7 +84,7 @@ def evaluate(scenario: Scenario, plan: dict) -> Evaluation:
         / sum(r["fwd_s"] + r["bwd_s"] for r in stage_rows),
         "peak_link_load_bytes": busiest[1] if busiest else 0.0,
         "busiest_link": [list(busiest[0][0]), list(busiest[0][1])] if busiest else None,
-        "link_loads": [[list(a), list(b), v] for (a, b), v in sorted(net.loads.items())],
+        "link_loads": [[list(a), list(b), v] for (a, b), v in sorted(cost.link_loads.items())],
         "throughput_flops": throughput, "peak_fraction": throughput / peak_flops,
     }
     return Evaluation(iteration, not violations, violations, details)
