@@ -26,6 +26,7 @@ from wafopt.present.draw import (
     save_figure,
     si,
 )
+from wafopt.present.planner import convergence_png
 
 MAX_ARROWS = 24   # offload arrows of a plan picture beyond which only the largest are drawn
 
@@ -255,3 +256,11 @@ def save_picture(problem: str, instance, plan: dict | None, stats: dict | None, 
         draw_lines(axes[1], series, "generation", "objective", "GA convergence")
 
     save_figure(both, path, (size[0] + 5.0, max(size[1], 4.0)), panels=2, widths=[size[0], 4.5])
+
+
+def draw_solution(problem: str, instance, plan: dict | None, stats: dict | None, path: str, title: str = "") -> None:
+    """A solved plan scenario: the convergence of its plan and bound; any other solution: its picture."""
+    if problem == "plan" and (stats or {}).get("convergence"):
+        convergence_png(stats, path, title)
+    else:
+        save_picture(problem, instance, plan, stats, path)

@@ -114,3 +114,19 @@ class LevelProgress:
         if text != said and (when is None or done >= total or now - when >= self.every_s):
             self.last[level] = (now, text)
             self.note(text)
+
+
+def explore_progress(bars: LevelProgress):
+    """An exploration's progress reporter: per fidelity level, tasks done, designs pruned and still
+    in play, the best so far and the least bound of the designs that could still beat it."""
+    def report(level: str, info: dict) -> None:
+        if level == "enumerate":
+            bars.note("enumerated: " + ", ".join(f"{k} {v}" for k, v in info["counts"].items()))
+            return
+        text = f"pruned {info['pruned']}, remaining {info['remaining']}"
+        if info.get("best"):
+            text += f", best {info['best']} {info['best_value']:.4g}"
+        if info.get("bound") is not None:
+            text += f", least bound {info['bound']:.4g}"
+        bars.update(level, info["done"], info["total"], text)
+    return report
