@@ -19,7 +19,7 @@ from wafopt.core.solution import Solution, read_solution
 from wafopt.problems import Evaluation, Loaded, parse_instance
 from wafopt.problems import evaluate as evaluate_plan
 from wafopt.problems import load as load_file
-from wafopt.run.certify import certify as certify_file
+from wafopt.run.certify import certify as certify_solution
 from wafopt.run.methods import DEFAULT_METHODS, method_function, methods
 from wafopt.run.runner import run as run_method
 from wafopt.solvers.backends import pyomo_solver
@@ -204,10 +204,17 @@ def certify(solution: str | Path | Result | Solution, instance: str | Path | Non
     if isinstance(solution, Solution):
         with tempfile.TemporaryDirectory() as tmp:
             path = solution.write(Path(tmp) / "solution.json")
-            return certify_file(str(path), instance if instance is not None else solution.instance,
-                                **_certify_options(resolve, time_limit))
-    return certify_file(display_path(solution), None if instance is None else str(instance),
-                        **_certify_options(resolve, time_limit))
+            return certify_solution(str(path), instance if instance is not None else solution.instance,
+                                    **_certify_options(resolve, time_limit))
+    return certify_solution(display_path(solution), None if instance is None else str(instance),
+                            **_certify_options(resolve, time_limit))
+
+
+def certify_file(path: str | Path, instance: str | Path | None = None, resolve: bool = False,
+                 time_limit: float | None = None):
+    """`wafopt certify`: as `certify`, on a solution file whose path the report names as given."""
+    return certify_solution(str(path), None if instance is None else str(instance), resolve=resolve,
+                            time_limit=time_limit)
 
 
 def _certify_options(resolve: bool, time_limit: float | None) -> dict:

@@ -8,6 +8,7 @@ with --verbose, and nothing appears with --quiet (the options never call the rep
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import contextmanager
 
@@ -46,8 +47,6 @@ def console_progress(options: SolveOptions, console: Console | None = None):
     if options.quiet:
         yield None
         return
-    import sys
-
     console = console or Console(file=PROGRESS_STREAM or sys.stderr, stderr=True)
     reporter = ConsoleProgress(console)
     lines = options.budget_.lines
@@ -71,9 +70,7 @@ class LevelProgress:
     screen; elsewhere a plain line when a level starts or ends, and at most every `every_s` seconds."""
 
     def __init__(self, console: Console | None = None, every_s: float = 10.0):
-        import sys
-
-        from rich.progress import (
+        from rich.progress import (  # rich's bars load with the first exploration (start-up time)
             BarColumn,
             MofNCompleteColumn,
             Progress,
