@@ -13,6 +13,8 @@ when a proven bound agrees with it (one numeric rule, wafopt.core.numeric). Bad 
 InstanceError naming the file or the option at fault.
 """
 
+from importlib import import_module
+
 from wafopt.api.comparing import (
     CompareJob,
     compare_jobs,
@@ -21,20 +23,8 @@ from wafopt.api.comparing import (
     known_methods,
     missing_details,
 )
-from wafopt.api.exploring import Exploration, explore
 from wafopt.api.instances import EXPORT_FORMATS, export, import_qaplib, schema, show
 from wafopt.api.saving import SOLUTIONS_DIR, default_solution_name, save
-from wafopt.api.scenarios import (
-    Ablation,
-    Calibration,
-    SimulationRun,
-    ablation,
-    calibrate,
-    scenario,
-    simulate,
-    tatp_report,
-    workload,
-)
 from wafopt.api.solving import (
     Instance,
     Result,
@@ -69,7 +59,23 @@ from wafopt.core.registry import PROBLEMS
 from wafopt.core.result import Bound, Status
 from wafopt.core.version import __version__
 from wafopt.run.methods import methods
-from wafopt.simulate.engine import MemoryOverflow
+
+# The explorer and the simulator with its reports load on first use: importing them here would add
+# ~60 ms to the start-up of every command (`wafopt --help` included).
+_ON_FIRST_USE = {
+    "wafopt.api.exploring": ("Exploration", "explore"),
+    "wafopt.api.scenarios": ("Ablation", "Calibration", "SimulationRun", "ablation", "calibrate", "scenario",
+                             "simulate", "tatp_report", "workload"),
+    "wafopt.simulate.engine": ("MemoryOverflow",),
+}
+_HOME = {name: module for module, names in _ON_FIRST_USE.items() for name in names}
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        return getattr(import_module(_HOME[name]), name)
+    raise AttributeError(f"module 'wafopt.api' has no attribute {name!r}")
+
 
 __all__ = [
     "Ablation", "Bound", "Calibration", "CompareJob", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",

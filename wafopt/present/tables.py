@@ -1,15 +1,8 @@
 """The text of the command line: numbers, the result line of a solve, the compare and ablation
-tables, an evaluation, the calibration summary; the text of the workload, TATP and simulation
-reports comes from beside their computation."""
+tables, an evaluation, the calibration summary (the text of the workload, TATP and simulation
+reports: wafopt.present.reports)."""
 
 from __future__ import annotations
-
-from wafopt.costmodel.report import render_report as workload_text
-from wafopt.run.tatp_report import render as tatp_text
-from wafopt.simulate.report import render_text as simulation_text
-
-__all__ = ["ablation_table", "calibration_line", "calibration_summary", "compare_tables", "evaluation_text",
-           "number", "percent", "result_line", "simulation_text", "tatp_text", "workload_text"]
 
 
 def number(value, digits: int = 6) -> str:
