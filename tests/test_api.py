@@ -85,3 +85,29 @@ def test_exit_code_3_when_no_plan(tmp_path):
     inst.write_text("problem: mem_pair\nmesh: {rows: 2, cols: 2}\nchunk: 1\n"
                     "senders: [{die: [0, 0], overflow: 5}]\nhelpers: [{die: [0, 1], spare: 1}]\n")
     assert main(["solve", str(inst), "--method", "milp", "--quiet", "--out", str(tmp_path / "s.json")]) == 3
+
+
+def test_compare_table_is_what_compare_json_prints(capsys):
+    """The compare rows (gap to the best bound, gap to the known optimum, skipped methods) come from
+    the API; the CLI only prints them."""
+    import wafopt.api
+
+    paths = [str(ROOT / "instances/placement/qaplib/chr18b.yaml")]
+    rows = wafopt.api.compare_table(paths, ["serpentine", "dp"])
+    assert main(["compare", *paths, "--methods", "serpentine,dp", "--quiet", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    timeless = [{k: v for k, v in r.items() if k != "time_s"} for r in rows]
+    assert timeless == [{k: v for k, v in r.items() if k != "time_s"} for r in printed]
+    serpentine, dp = rows
+    assert dp["status"] == "skipped" and dp["message"] == "does not apply to problem placement"
+    known = serpentine["known_optimum"]
+    assert serpentine["gap_known"] == (serpentine["objective"] - known) / abs(known)
+
+
+def test_the_version_lives_below_the_api(capsys):
+    from wafopt.core.version import __version__
+
+    assert wafopt.__version__ == __version__
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"wafopt {__version__}"

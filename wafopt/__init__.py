@@ -4,7 +4,7 @@ The public API (wafopt.api): `load`, `solve`, `compare`, `evaluate`, `certify`, 
 types `Result`, `Status`, `Bound`. Imported lazily so that `import wafopt` stays cheap.
 """
 
-__version__ = "0.2.0"
+from wafopt.core.version import __version__
 
 _API = ("load", "solve", "compare", "evaluate", "certify", "Result", "Instance")
 _CORE = {"Status": "wafopt.core.result", "Bound": "wafopt.core.result", "InstanceError": "wafopt.core.errors"}

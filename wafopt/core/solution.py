@@ -7,9 +7,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from wafopt import __version__
 from wafopt.core.errors import InstanceError
 from wafopt.core.files import write_text
+from wafopt.core.version import __version__
 
 
 @dataclass

@@ -9,7 +9,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from wafopt import __version__
+from wafopt.core.version import __version__
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS evaluations (

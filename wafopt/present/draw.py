@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+import numpy as np
+
+from wafopt.core.errors import InstanceError
 from wafopt.hardware.mesh import Die, Link, Mesh
 
 DIE = 0.72              # side of a die square (the mesh pitch is 1)
@@ -63,7 +66,7 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
     `load_label`; annotate_loads(load) -> text labels each loaded link with its heavier direction.
     arrows: curved arrows between die centres, width in proportion; `arrow_label` names them.
     """
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib loads only when a picture is drawn (start-up time)
     from matplotlib.patches import Rectangle
 
     groups = groups or {}
@@ -136,7 +139,7 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
 
 def _draw_loads(ax, mesh: Mesh, link_loads: Mapping[Link, float], load_label: str,
                 annotate: Callable[[float], str] | None, scale: float) -> None:
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: start-up time, as above
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import LinearSegmentedColormap, Normalize
 
@@ -171,7 +174,6 @@ def draw_bars(ax, names: Sequence[str], stacks: Sequence[tuple[str, Sequence[flo
               ylabel: str = "", title: str = "") -> None:
     """Stacked bars, one per name. stacks: (label, values, colour, hatch) bottom to top; capacity:
     one marker line per bar."""
-    import numpy as np
 
     x = np.arange(len(names))
     bottom = np.zeros(len(names))
@@ -218,12 +220,10 @@ def save_figure(draw_fn, path: str, size: tuple[float, float] = (6.0, 5.0), pane
                 widths: Sequence[float] | None = None) -> None:
     """Call draw_fn(ax) (or draw_fn(axes) for several panels side by side) on a fresh figure and
     save it as PNG (headless backend)."""
-    import matplotlib
+    import matplotlib  # start-up time, as above
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from wafopt.core.errors import InstanceError
 
     fig, axes = plt.subplots(1, panels, figsize=size, gridspec_kw={"width_ratios": widths} if widths else None)
     try:

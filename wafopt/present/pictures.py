@@ -26,6 +26,12 @@ from wafopt.present.draw import (
     save_figure,
     si,
 )
+from wafopt.present.planner import convergence_png
+from wafopt.problems import evaluate
+from wafopt.problems.placement.evaluate import evaluate as evaluate_placement
+from wafopt.problems.placement.instance import Layout
+from wafopt.problems.routing.evaluate import evaluate as evaluate_routing
+from wafopt.problems.tatp.evaluate import evaluate as evaluate_tatp
 
 MAX_ARROWS = 24   # offload arrows of a plan picture beyond which only the largest are drawn
 
@@ -43,8 +49,6 @@ def draw_plan(scenario: Scenario, plan: dict | None, ax) -> None:
     if not plan:
         draw_mesh(ax, mesh, title=f"{scenario.wafer.name}: {mesh.rows} x {mesh.cols} dies")
         return
-    from wafopt.problems import evaluate
-
     pipelines = plan.get("pipelines", [])
     replicas = len(pipelines)
     groups, names, stage_of, dies_of = {}, {}, {}, {}
@@ -95,10 +99,7 @@ def draw_placement(inst: PlacementInstance, plan: dict | None, ax) -> None:
     if not plan:
         draw_mesh(ax, inst.mesh, title=f"{inst.stages} stages, tiles {[list(t) for t in inst.tiles]}")
         return
-    from wafopt.problems.placement.evaluate import evaluate
-    from wafopt.problems.placement.instance import Layout
-
-    ev = evaluate(inst, plan)
+    ev = evaluate_placement(inst, plan)
     if not ev.feasible:
         draw_mesh(ax, inst.mesh, title="infeasible plan: " + "; ".join(ev.violations[:1])[:80])
         return
@@ -164,9 +165,7 @@ def draw_mem_pair(inst: MemPairInstance, plan: dict | None, ax) -> None:
 def draw_tatp(instance: TatpInstance, plan: dict | None, ax) -> None:
     groups, names, arrows, title = {}, {}, [], f"TATP N={instance.group_size}, G={instance.groups}"
     if plan:
-        from wafopt.problems.tatp.evaluate import evaluate
-
-        ev = evaluate(instance, plan)
+        ev = evaluate_tatp(instance, plan)
         for g, ring in enumerate(plan.get("groups", [])):
             ring = [tuple(d) for d in ring]
             names[g] = str(g)
@@ -187,9 +186,7 @@ def draw_routing(instance: RoutingInstance, plan: dict | None, ax) -> None:
     title = f"routing: {len(instance.flows)} flows"
     loads = None
     if plan:
-        from wafopt.problems.routing.evaluate import evaluate
-
-        ev = evaluate(instance, plan)
+        ev = evaluate_routing(instance, plan)
         if ev.feasible:
             loads = mesh.link_loads(zip(plan["routes"], (f.volume for f in instance.flows)))
             peak = max(loads.values(), default=0.0) or 1.0
@@ -255,3 +252,11 @@ def save_picture(problem: str, instance, plan: dict | None, stats: dict | None, 
         draw_lines(axes[1], series, "generation", "objective", "GA convergence")
 
     save_figure(both, path, (size[0] + 5.0, max(size[1], 4.0)), panels=2, widths=[size[0], 4.5])
+
+
+def draw_solution(problem: str, instance, plan: dict | None, stats: dict | None, path: str, title: str = "") -> None:
+    """A solved plan scenario: the convergence of its plan and bound; any other solution: its picture."""
+    if problem == "plan" and (stats or {}).get("convergence"):
+        convergence_png(stats, path, title)
+    else:
+        save_picture(problem, instance, plan, stats, path)

@@ -44,7 +44,7 @@ def candidates_text(stats: dict, limit: int = 12) -> str:
 
 def convergence_png(stats: dict, path: str, title: str = "") -> None:
     """Incumbent (best plan) and certified bound over time."""
-    import matplotlib
+    import matplotlib  # loads only when a picture is drawn (start-up time)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

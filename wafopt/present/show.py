@@ -7,7 +7,9 @@ from pathlib import Path
 import yaml
 
 from wafopt.compose.derive import derive
+from wafopt.core.errors import InstanceError
 from wafopt.core.solution import is_solution_file, read_solution
+from wafopt.present.pictures import DRAW, save_picture
 from wafopt.problems import load
 from wafopt.run.methods import methods
 
@@ -44,10 +46,7 @@ def show(target: str, problem: str | None = None, png: str | None = None) -> dic
         info["summary"] = module.summary(loaded.instance)
     info["methods"] = list(methods(loaded.problem))
     if png:
-        from wafopt.present.pictures import DRAW, save_picture
-
         if loaded.problem not in DRAW:
-            from wafopt.core.errors import InstanceError
             raise InstanceError(f"no picture is defined for problem {loaded.problem}", "--png")
         save_picture(loaded.problem, loaded.instance, plan, sol.stats if info["kind"] == "solution" else None, png)
         info["png"] = str(Path(png))

@@ -1,34 +1,28 @@
-"""The public Python API: load an instance, solve it, compare methods, evaluate a plan, certify a
-solution. The command line (wafopt.cli) is written on these functions.
-
-    import wafopt
-
-    inst = wafopt.load("instances/placement/pl-sparse-12.yaml")
-    result = wafopt.solve(inst, "cpsat", time_limit=20, seed=0)
-    result.status, result.objective, result.bound.value, result.bound.provenance, result.gap
-
-Every objective is recomputed by the shared evaluator from the plan; `status` is `optimal` only
-when a proven bound agrees with it (one numeric rule, wafopt.core.numeric).
-"""
+"""Loading, solving, comparing, evaluating and certifying: the functions behind `wafopt solve`,
+`compare`, `evaluate`, `certify` and `validate`."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from wafopt.compose.derive import derive
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
-from wafopt.core.files import display_path
+from wafopt.core.files import display_path, read_mapping
 from wafopt.core.numeric import finite
+from wafopt.core.registry import load_libraries
 from wafopt.core.result import Bound, Status
 from wafopt.core.solution import Solution, read_solution
 from wafopt.problems import Evaluation, Loaded, parse_instance
 from wafopt.problems import evaluate as evaluate_plan
 from wafopt.problems import load as load_file
+from wafopt.run.certify import certify as certify_solution
 from wafopt.run.methods import DEFAULT_METHODS, method_function, methods
-from wafopt.run.runner import run
+from wafopt.run.runner import run as run_method
+from wafopt.solvers.backends import pyomo_solver
 
 Instance = Loaded  # a parsed instance file: .problem, .instance, .name, .known_optimum
 
@@ -76,7 +70,8 @@ def load(source: str | Path | Mapping[str, Any], problem: str | None = None) -> 
     return derive(loaded, problem) if problem else loaded
 
 
-def _instance(instance: Instance | str | Path | Mapping, problem: str | None = None) -> Instance:
+def as_instance(instance: Instance | str | Path | Mapping, problem: str | None = None) -> Instance:
+    """An instance as given, or loaded from a file or a mapping; with `problem`, that kernel of it."""
     if isinstance(instance, Loaded):
         return derive(instance, problem) if problem else instance
     return load(instance, problem)
@@ -105,8 +100,6 @@ def options(time_limit: float | None = None, seed: int = 0, warm_start=None, qui
     if isinstance(elite_share, bool) or not isinstance(elite_share, (int, float)) or not 0 <= elite_share <= 1:
         raise InstanceError(f"must lie in [0, 1], got {elite_share!r}", "elite_share")   # also refuses nan
     if solver != "highs":
-        from wafopt.solvers.backends import pyomo_solver
-
         pyomo_solver(solver)   # a solver that is not installed fails before any work
     start = _plan_of(warm_start) if warm_start is not None else None
     if start is not None and not isinstance(start, dict):
@@ -131,12 +124,50 @@ def solve(instance: Instance | str | Path | Mapping, method: str, *, problem: st
     """Solve with one method. Ctrl-C stops it and returns the best plan found so far.
     workers, scheduler: where the planner composes layouts (local processes, or a Dask cluster);
     solver: the MILP solver of the pyomo models; elite_share: the planner GA's elitism."""
-    inst = _instance(instance, problem)
+    inst = as_instance(instance, problem)
     method_function(inst.problem, method)  # an unknown method fails before any work
     opts = options(time_limit, seed, warm_start, quiet, verbose, workers, solver, elite_share, scheduler)
     if opts.warm_start is not None:
         check_warm_start(inst, opts.warm_start)
-    return Result.of(run(inst, method, opts))
+    return run(inst, method, opts)
+
+
+def run(instance: Instance, method: str, options: SolveOptions) -> Result:
+    """Run one method with checked options (see `options`); Ctrl-C stops it and returns the best
+    plan found so far (`Result.interrupted`)."""
+    return Result.of(run_method(instance, method, options))
+
+
+def prepare_method(instance: Instance, method: str) -> None:
+    """An unknown method fails before any work; the solver libraries of a known one load now."""
+    load_libraries(method_function(instance.problem, method))
+
+
+def read_warm_start(path: str | Path, instance: Instance) -> dict:
+    """The plan of a solution file, checked to be a feasible start of this instance."""
+    start = read_solution(path)
+    if start.problem != instance.problem:
+        raise InstanceError(f"is a {start.problem} solution, this instance is {instance.problem}", str(path))
+    check_warm_start(instance, start.plan, str(path))
+    return start.plan
+
+
+def read_plan(path: str | Path, instance: Instance) -> dict:
+    """A plan from a file: a hand-written plan (YAML/JSON) or the plan of a solution of this problem."""
+    data, _ = read_mapping(path)
+    if "plan" in data and data.get("problem") not in (None, instance.problem):
+        raise InstanceError(f"is a solution of a {data['problem']} instance, this instance is "
+                            f"{instance.problem}", str(path))
+    return data["plan"] if isinstance(data.get("plan"), dict) else data
+
+
+def validate(paths: Iterable[str | Path]) -> Iterator[tuple[str, Instance | None, InstanceError | None]]:
+    """For each file as it is read: (path, instance, None) if it loads, else (path, None, error)."""
+    for path in paths:
+        try:
+            yield str(path), load_file(path), None
+        except InstanceError as exc:
+            yield str(path), None, exc
 
 
 def applicable(instance: Instance, method: str) -> bool:
@@ -151,15 +182,16 @@ def compare(instance: Instance | str | Path | Mapping, methods: list[str] | None
             problem: str | None = None, time_limit: float | None = None, seed: int = 0,
             quiet: bool = True) -> list[Result]:
     """Run several methods on one instance (default: the problem's default set). Methods that do
-    not apply to the problem are skipped; see `compare_table` for the table with notes."""
-    inst = _instance(instance, problem)
+    not apply to the problem are skipped; `compare_table` gives the rows with the gaps to the best
+    bound and to a known optimum, and the skipped methods."""
+    inst = as_instance(instance, problem)
     chosen = [m for m in (methods or default_methods(inst)) if applicable(inst, m)]
     return [solve(inst, m, time_limit=time_limit, seed=seed, quiet=quiet) for m in chosen]
 
 
 def evaluate(instance: Instance | str | Path | Mapping, plan, problem: str | None = None) -> Evaluation:
     """The shared evaluator's verdict on a plan (a mapping, a Result, a Solution or a solution file)."""
-    inst = _instance(instance, problem)
+    inst = as_instance(instance, problem)
     return evaluate_plan(inst.problem, inst.instance, _plan_of(plan))
 
 
@@ -167,74 +199,23 @@ def certify(solution: str | Path | Result | Solution, instance: str | Path | Non
             resolve: bool = False, time_limit: float | None = None):
     """Re-check a solution without trusting it (see `wafopt certify`): returns the report with
     `.verdict` (certified, claimed or invalid), the certified bound and gap, and its lines."""
-    from wafopt.run.certify import certify as certify_file
-
     if isinstance(solution, Result):
         solution = solution.solution
     if isinstance(solution, Solution):
-        import tempfile
-
         with tempfile.TemporaryDirectory() as tmp:
             path = solution.write(Path(tmp) / "solution.json")
-            return certify_file(str(path), instance if instance is not None else solution.instance,
-                                **_certify_options(resolve, time_limit))
-    return certify_file(display_path(solution), None if instance is None else str(instance),
-                        **_certify_options(resolve, time_limit))
+            return certify_solution(str(path), instance if instance is not None else solution.instance,
+                                    **_certify_options(resolve, time_limit))
+    return certify_solution(display_path(solution), None if instance is None else str(instance),
+                            **_certify_options(resolve, time_limit))
+
+
+def certify_file(path: str | Path, instance: str | Path | None = None, resolve: bool = False,
+                 time_limit: float | None = None):
+    """`wafopt certify`: as `certify`, on a solution file whose path the report names as given."""
+    return certify_solution(str(path), None if instance is None else str(instance), resolve=resolve,
+                            time_limit=time_limit)
 
 
 def _certify_options(resolve: bool, time_limit: float | None) -> dict:
     return {"resolve": resolve, "time_limit": time_limit} if resolve else {}
-
-
-# ---- where solutions go ---------------------------------------------------------------------
-
-SOLUTIONS_DIR = Path("solutions")
-
-
-def default_solution_name(instance: Instance, method: str) -> str:
-    """<instance-stem>[.<problem> if derived from a scenario].<method>.json"""
-    stem = Path(instance.path).stem if instance.path else instance.name
-    derived = f".{instance.problem}" if instance.derived_from else ""
-    return f"{stem}{derived}.{method}.json"
-
-
-def _weaker(new: Solution, old: Solution) -> list[str]:
-    """What the existing solution has that the new one would lose."""
-    from wafopt.core.numeric import close
-
-    lost = []
-    if old.objective is not None and (new.objective is None or
-                                      (new.objective > old.objective and not close(new.objective, old.objective))):
-        lost.append(f"a better objective ({old.objective:.10g})")
-    if old.bound is not None and (new.bound is None or
-                                  (new.bound < old.bound and not close(new.bound, old.bound))):
-        lost.append(f"a stronger bound ({old.bound:.10g})")
-    return lost
-
-
-def save(result: Result, instance: Instance, out: str | Path | None = None) -> tuple[Path, str]:
-    """Write the solution: to `out` (a file, or a directory to write into), else to
-    solutions/<default name>. An existing solution of the same instance with a better objective
-    or a stronger bound is never replaced silently: the default and directory targets keep it and
-    write beside it; an explicit file is replaced with a note. Returns (path, note)."""
-    name = default_solution_name(instance, result.method)
-    explicit = out is not None and not (Path(out).is_dir() or str(out).endswith(("/", "\\")))
-    target = Path(out) if explicit else (Path(out) if out is not None else SOLUTIONS_DIR) / name
-    note = ""
-    if target.is_file():
-        try:
-            old = read_solution(target)
-        except InstanceError:
-            old = None
-        same = old is not None and old.problem == result.problem and old.instance_sha256 == \
-            result.solution.instance_sha256
-        lost = _weaker(result.solution, old) if same else []
-        if lost and explicit:
-            note = f"replaced {target}, which had {' and '.join(lost)}"
-        elif lost:
-            k = 1
-            while (beside := target.with_name(f"{target.stem}.{k}.json")).exists():
-                k += 1
-            note = f"kept {target} ({' and '.join(lost)}); wrote this run beside it"
-            target = beside
-    return result.write(target), note

@@ -1,0 +1,3 @@
+from wafopt.cli import main
+
+raise SystemExit(main())

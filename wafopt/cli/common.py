@@ -1,0 +1,105 @@
+"""What the commands share: the Command base, the solve options, Ctrl-C around a run, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+from wafopt.api import (
+    EXIT_INTERRUPTED,
+    EXIT_NO_PLAN,
+    EXIT_OK,
+    PROBLEMS,
+    Result,
+    methods,
+    options,
+    run,
+    save,
+)
+from wafopt.present.progress import console_progress
+
+
+class Command:
+    name = ""
+    help = ""
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        pass
+
+    def run(self, args) -> int:
+        raise NotImplementedError
+
+
+def stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def solve_options(args):
+    """The checked solve options of the flags a command has (the others at their defaults)."""
+    workers = getattr(args, "workers", 1)
+    return options(args.time_limit, args.seed, None, args.quiet, getattr(args, "verbose", False),
+                   workers=(os.cpu_count() or 1) if workers is None else workers,
+                   solver=getattr(args, "solver", None) or "highs",
+                   elite_share=getattr(args, "elite_share", 0.5), scheduler=getattr(args, "scheduler", None))
+
+
+def add_solve_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--problem", help="solve this sub-problem derived from a scenario instance "
+                   "(placement, recompute, mem_pair, tatp, routing)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="seconds per method (default: none for exact methods, 10 s for the GA and local search)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every randomized method (default 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
+    p.add_argument("--verbose", action="store_true", help="solver logs on stderr")
+    p.add_argument("--solver", default="highs", metavar="NAME",
+                   help="MILP solver of the pyomo models: highs (default) or any solver pyomo's SolverFactory "
+                        "finds installed (gurobi, cplex, scip, cbc, ...)")
+
+
+def methods_help() -> str:
+    """'problem: method, method; ...' from the problem registry."""
+    return "; ".join(f"{p}: {', '.join(methods(p))}" for p in PROBLEMS)
+
+
+@contextlib.contextmanager
+def ctrl_c_noted(options):
+    """While a run goes on, the runner turns Ctrl-C into a stop. Around it (before it installs its
+    handler; after it returned, e.g. the second of two quick Ctrl-Cs) Ctrl-C stops the run too but
+    never loses its plan: it is noted (the list yielded) until the solution is written."""
+    noted: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def note(*_):
+        noted.append(True)
+        options.interrupted = True
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def run_and_save(loaded, method: str, options, write: bool = True, out: str | None = None):
+    """Run a method with its progress on stderr, then write its solution (`write`), Ctrl-C noted
+    until it is written. Returns (result, path written, note of save, interrupted)."""
+    path, note = None, None
+    with ctrl_c_noted(options) as late_ctrl_c:
+        with console_progress(options):
+            result: Result = run(loaded, method, options)
+        if write:
+            path, note = save(result, loaded, out)
+    return result, path, note, bool(late_ctrl_c) or result.interrupted
+
+
+def exit_code(result) -> int:
+    """0 a plan (optimal or feasible); 3 no plan exists or none was found; 130 interrupted."""
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if result.status in ("optimal", "feasible") else EXIT_NO_PLAN

@@ -1,0 +1,98 @@
+"""The text of the command line: numbers, the result line of a solve, the compare and ablation
+tables, an evaluation, the calibration summary (the text of the workload, TATP and simulation
+reports: wafopt.present.reports)."""
+
+from __future__ import annotations
+
+
+def number(value, digits: int = 6) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def percent(value) -> str:
+    return "-" if value is None else f"{100 * value:.3g}%"
+
+
+def _aligned(headers: list[str], cells: list[list[str]], rule: bool = False) -> list[str]:
+    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    if rule:
+        lines.append("  ".join("-" * w for w in widths))
+    return lines + ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+
+
+def _markdown(headers: list[str], cells: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers),
+            *("| " + " | ".join(row) + " |" for row in cells)]
+
+
+def result_line(result) -> str:
+    """status, objective, bound (with where it comes from), gap, time and solver of one run."""
+    bound = result.bound
+    return (f"{result.status.value:10s} objective {number(result.objective)}  bound {number(bound and bound.value)}"
+            + (f" ({bound.provenance}: {bound.kind})" if bound else "")
+            + f"  gap {percent(result.gap)}  {result.time_s:.2f} s  [{result.solution.solver}]")
+
+
+COMPARE_HEADS = {"bound_provenance": "bound from", "gap_best_bound": "gap to best bound", "time_s": "time (s)",
+                 "gap_known": "gap to known opt."}
+
+
+def compare_tables(rows: list[dict], extra: list[str] = (), objective: str = "", markdown: bool = False) -> str:
+    """One table per instance of `wafopt compare` rows, each followed by what the methods say."""
+    columns = ["method", "status", "objective", "bound", "bound_provenance", "gap", "gap_best_bound", "time_s",
+               *extra]
+    if any(r["known_optimum"] is not None for r in rows):
+        columns.append("gap_known")
+    lines = []
+    for name in dict.fromkeys(r["instance"] for r in rows):
+        block = [r for r in rows if r["instance"] == name]
+        known = block[0]["known_optimum"]
+        title = f"{name}" + (f" — objective: {objective}" if objective else "") + \
+            (f" (known optimum {number(known)})" if known is not None else "")
+        cells = [[percent(r[c]) if c.startswith("gap") else
+                  (f"{r[c]:.2f}" if c == "time_s" and r[c] is not None else number(r[c])) for c in columns]
+                 for r in block]
+        headers = [COMPARE_HEADS.get(c, c) for c in columns]
+        if markdown:
+            lines += ["", f"**{title}**", "", *_markdown(headers, cells)]
+        else:
+            lines += ["", title, *_aligned(headers, cells, rule=True)]
+        for r in block:  # what each method says of its result explains most gaps
+            if r["message"]:
+                note = r["message"] if len(r["message"]) <= 200 else r["message"][:197] + "..."
+                lines.append(f"{'- ' if markdown else '  '}{r['method']}: {note}")
+    return "\n".join(lines)
+
+
+def ablation_table(name: str, rows: list, markdown: bool = False) -> str:
+    """The planner's ablation on one scenario: each step's layout, iteration time, throughput over
+    MG-wafer and bound."""
+    heads = ["step", "layout", "iteration (s)", "throughput x MG-wafer", "bound (s)"]
+    cells = [[r.step, r.layout, number(r.objective), "-" if r.ratio is None else f"{r.ratio:.3f}",
+              number(r.bound)] for r in rows]
+    if markdown:
+        return "\n".join(["", f"**{name}**", "", *_markdown(heads, cells)])
+    return "\n".join(["", name, *_aligned(heads, cells)])
+
+
+def evaluation_text(evaluation) -> str:
+    lines = [f"feasible: {'yes' if evaluation.feasible else 'no'}", f"objective: {number(evaluation.objective)}"]
+    return "\n".join(lines + [f"violation: {v}" for v in evaluation.violations])
+
+
+def calibration_line(row) -> str:
+    """One calibrated plan: analytic and simulated iteration time and their difference."""
+    return (f"{row.label}: analytic {row.analytic_s:.6g} s, simulated {row.simulated_s:.6g} s "
+            f"({100 * row.time_error:+.3f} %)")
+
+
+def calibration_summary(result: dict) -> str:
+    t, m = result["iteration_time"], result["peak_memory"]
+    return (f"iteration time: median {percent(t['median'])}, p95 {percent(t['p95'])}, max {percent(t['max'])} "
+            f"(epsilon)\n"
+            f"peak memory:    median {percent(m['median'])}, p95 {percent(m['p95'])}, max {percent(m['max'])}")
