@@ -17,13 +17,10 @@ from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, close
 from wafopt.costmodel.operators import SCHEMES
 from wafopt.costmodel.scenario import Choice, Fixed
-from wafopt.planner.bound import (
-    layout_bound,
-    layout_choices,
-    layout_space,
-    quick_bound,
-    refine,
-)
+from wafopt.planner.full_bound import layout_bound
+from wafopt.planner.lp_bound import refine
+from wafopt.planner.quick_bound import quick_bound
+from wafopt.planner.space import layout_choices, layout_space
 from wafopt.problems import evaluate, load, parse_instance
 from wafopt.problems.plan.layouts import serpentine_slots, tile_dies, tile_shapes
 
@@ -88,7 +85,8 @@ def brute_force(scenario, splits: bool = False):
     """{layout: least evaluated objective} over the brute-force space of every layout (and
     micro-batch size, where the scenario allows several); `splits`: every layer split too."""
     best = {}
-    for par, size in layout_choices(scenario):
+    for choice in layout_choices(scenario):
+        par, size = choice.parallel, choice.micro_batch
         plans = tile_plans(scenario, par) if tile_shapes(par.tp, scenario.mesh()) else (
             ring_plans(scenario, par) if par.pp * par.dp == 1 else iter(()))
         key = (par.tp, par.pp, par.dp) + (() if size is None else (size,))
@@ -285,8 +283,9 @@ def random_layouts(scenario, rng, count: int) -> list:
     space = layout_choices(scenario)
     out = []
     for k in rng.permutation(len(space)):
-        par, size = space[int(k)]
-        bound = layout_bound(scenario, par, size)
+        choice = space[int(k)]
+        par, size = choice.parallel, choice.micro_batch
+        bound = layout_bound(scenario, choice)
         if bound.feasible:   # one random split per layout keeps the workloads few (and cached)
             out.append((par, size, bound, random_split(scenario.llm.layers, par.pp, rng)))
             if len(out) == count:
@@ -318,10 +317,10 @@ def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
     splits = sizes = 0
     for scenario, par, size, plan, objective, bound in random_feasible_plans(1000, seed=7):
         assert at_most(bound.value, objective), (par, size, bound.value, objective)     # full tier
-        assert at_most(quick_bound(scenario, par, size).value, objective), par          # quick tier
+        assert at_most(quick_bound(scenario, Choice(par, micro_batch=size)).value, objective), par          # quick tier
         key = (id(scenario), par, size)
         if key not in refined:   # the LP-refined tier, on the first plan of each layout
-            refined[key] = refine(layout_bound(scenario, par, size)).value
+            refined[key] = refine(layout_bound(scenario, Choice(par, micro_batch=size))).value
         assert at_most(refined[key], objective), (par, size, refined[key], objective)
         count += 1
         splits += "layers" in plan and par.pp > 1
@@ -340,7 +339,7 @@ def test_layouts_that_cannot_fit_even_pooled_are_infeasible_for_every_plan():
     rng = np.random.default_rng(3)
     tried = 0
     for par in layout_space(scenario):
-        if tried == 12 or layout_bound(scenario, par).feasible:
+        if tried == 12 or layout_bound(scenario, Choice(par)).feasible:
             continue
         tried += 1
         plan = random_plan(scenario, par, rng)   # not even full recomputation fits such a layout
@@ -376,14 +375,14 @@ def test_a_short_limit_still_ends_with_a_plan():
 
 
 def test_the_first_plan_is_the_megatron_baseline_on_a_least_bound_layout():
-    from wafopt.planner import FIRST_PLAN_LAYOUTS, Search, first_plan
-    from wafopt.planner.bound import space_bounds, tighten
+    from wafopt.planner.search import FIRST_PLAN_LAYOUTS, LayoutSearch, first_plan
+    from wafopt.planner.tighten import space_bounds, tighten
 
     scenario = load(ROOT / "instances/plan/llama3-405b-16x16.yaml").instance
     options = SolveOptions(quiet=True).start()
     bounds = space_bounds(scenario, options.stopped)
     tighten(scenario, bounds, options.stopped)
-    search = Search(scenario, options, bounds)
+    search = LayoutSearch(scenario, options, bounds)
     first_plan(scenario, bounds, search, options, 10.0)
     assert search.plan is not None and search.best_layout in search.first
     ev = evaluate("plan", scenario, search.plan)
