@@ -129,10 +129,9 @@ class Dask(_Futures):
 
     def __init__(self, options: SolveOptions, address: str):
         super().__init__(options)
+        # dask: heavy and optional, imported only with --scheduler
         try:
-            from distributed import (
-                Client,  # dask: heavy and optional, only with --scheduler
-            )
+            from distributed import Client
         except ImportError:
             raise InstanceError("needs the distributed package (pip install distributed)", "--scheduler") from None
         try:
