@@ -38,16 +38,16 @@ class Plans:
 
     def __init__(self, scenario):
         self.scenario = scenario
-        self.fixed = {}
+        self.fixed: dict = {}   # plan's choice -> the kernels' scenario
         self.cache: dict[str, float] = {}
 
     def fs(self, plan: dict):
         """The plan's layout, micro-batch size and layer split as the kernels' scenario."""
-        layers = tuple(plan["layers"]) if plan.get("layers") else None
-        key = (plan["tp"], plan["pp"], plan["dp"], plan.get("micro_batch"), layers)
-        if key not in self.fixed:
-            self.fixed[key] = fixed_scenario(self.scenario, Choice(Parallel(*key[:3]), micro_batch=key[3], layers=layers))
-        return self.fixed[key]
+        choice = Choice(Parallel(plan["tp"], plan["pp"], plan["dp"]), micro_batch=plan.get("micro_batch"),
+                        layers=plan.get("layers") or None)
+        if choice not in self.fixed:
+            self.fixed[choice] = fixed_scenario(self.scenario, choice)
+        return self.fixed[choice]
 
     def objective(self, plan: dict) -> float:
         key = json.dumps(plan, sort_keys=True)

@@ -62,11 +62,6 @@ def choice_key(choice: Choice) -> tuple:
     return base if choice.micro_batch is None else base + (choice.micro_batch,)
 
 
-def key_choice(key: tuple) -> Choice:
-    """The choice of a key (choice_key's inverse)."""
-    return Choice(Parallel(*key[:3]), micro_batch=key[3] if len(key) > 3 else None)
-
-
 def plan_key(scenario: Scenario, plan: dict) -> tuple:
     """The key of a plan's choice: (tp, pp, dp), and its micro-batch size where the scenario
     allows several."""
