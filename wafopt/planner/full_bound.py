@@ -67,6 +67,8 @@ def coefficients(w: np.ndarray, p: int, m: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def normalized_weights(d: LayoutData, w) -> np.ndarray:
+    """The weights as an array summing to 1 (ValueError when they cannot be: a certificate's
+    weights are checked here)."""
     w = np.asarray(w, dtype=float)
     if w.shape != (2 * d.layout.pp,) or not np.isfinite(w).all() or (w < 0).any() or not w.sum() > 0:
         raise ValueError(f"weights must be {2 * d.layout.pp} non-negative numbers, not all zero")
