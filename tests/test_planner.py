@@ -17,13 +17,25 @@ from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, close
 from wafopt.costmodel.operators import SCHEMES
 from wafopt.costmodel.scenario import Choice, Fixed
-from wafopt.planner.bound import (
-    layout_bound,
-    layout_choices,
-    layout_space,
-    quick_bound,
-    refine,
+from wafopt.planner.full_bound import layout_bound
+from wafopt.planner.ga_operators import (
+    INFEASIBLE,
+    Plans,
+    mutate,
+    omega_survivors,
+    op0_layout_change,
+    op1_recompute,
+    op2_recompute_crossover,
+    op3_placement,
+    op4_mem_pair,
+    op5_mem_pair_crossover,
+    op6_move_layer,
+    recombine,
+    shifted,
 )
+from wafopt.planner.lp_bound import refine
+from wafopt.planner.quick_bound import quick_bound
+from wafopt.planner.space import layout_choices, layout_space
 from wafopt.problems import evaluate, load, parse_instance
 from wafopt.problems.plan.layouts import serpentine_slots, tile_dies, tile_shapes
 
@@ -88,7 +100,8 @@ def brute_force(scenario, splits: bool = False):
     """{layout: least evaluated objective} over the brute-force space of every layout (and
     micro-batch size, where the scenario allows several); `splits`: every layer split too."""
     best = {}
-    for par, size in layout_choices(scenario):
+    for choice in layout_choices(scenario):
+        par, size = choice.parallel, choice.micro_batch
         plans = tile_plans(scenario, par) if tile_shapes(par.tp, scenario.mesh()) else (
             ring_plans(scenario, par) if par.pp * par.dp == 1 else iter(()))
         key = (par.tp, par.pp, par.dp) + (() if size is None else (size,))
@@ -285,8 +298,9 @@ def random_layouts(scenario, rng, count: int) -> list:
     space = layout_choices(scenario)
     out = []
     for k in rng.permutation(len(space)):
-        par, size = space[int(k)]
-        bound = layout_bound(scenario, par, size)
+        choice = space[int(k)]
+        par, size = choice.parallel, choice.micro_batch
+        bound = layout_bound(scenario, choice)
         if bound.feasible:   # one random split per layout keeps the workloads few (and cached)
             out.append((par, size, bound, random_split(scenario.llm.layers, par.pp, rng)))
             if len(out) == count:
@@ -318,10 +332,10 @@ def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
     splits = sizes = 0
     for scenario, par, size, plan, objective, bound in random_feasible_plans(1000, seed=7):
         assert at_most(bound.value, objective), (par, size, bound.value, objective)     # full tier
-        assert at_most(quick_bound(scenario, par, size).value, objective), par          # quick tier
+        assert at_most(quick_bound(scenario, Choice(par, micro_batch=size)).value, objective), par          # quick tier
         key = (id(scenario), par, size)
         if key not in refined:   # the LP-refined tier, on the first plan of each layout
-            refined[key] = refine(layout_bound(scenario, par, size)).value
+            refined[key] = refine(layout_bound(scenario, Choice(par, micro_batch=size))).value
         assert at_most(refined[key], objective), (par, size, refined[key], objective)
         count += 1
         splits += "layers" in plan and par.pp > 1
@@ -340,7 +354,7 @@ def test_layouts_that_cannot_fit_even_pooled_are_infeasible_for_every_plan():
     rng = np.random.default_rng(3)
     tried = 0
     for par in layout_space(scenario):
-        if tried == 12 or layout_bound(scenario, par).feasible:
+        if tried == 12 or layout_bound(scenario, Choice(par)).feasible:
             continue
         tried += 1
         plan = random_plan(scenario, par, rng)   # not even full recomputation fits such a layout
@@ -376,14 +390,14 @@ def test_a_short_limit_still_ends_with_a_plan():
 
 
 def test_the_first_plan_is_the_megatron_baseline_on_a_least_bound_layout():
-    from wafopt.planner import FIRST_PLAN_LAYOUTS, Search, first_plan
-    from wafopt.planner.bound import space_bounds, tighten
+    from wafopt.planner.search import FIRST_PLAN_LAYOUTS, LayoutSearch, first_plan
+    from wafopt.planner.tighten import space_bounds, tighten
 
     scenario = load(ROOT / "instances/plan/llama3-405b-16x16.yaml").instance
     options = SolveOptions(quiet=True).start()
     bounds = space_bounds(scenario, options.stopped)
     tighten(scenario, bounds, options.stopped)
-    search = Search(scenario, options, bounds)
+    search = LayoutSearch(scenario, options, bounds)
     first_plan(scenario, bounds, search, options, 10.0)
     assert search.plan is not None and search.best_layout in search.first
     ev = evaluate("plan", scenario, search.plan)
@@ -577,3 +591,166 @@ def test_splits_and_micro_batch_sizes_give_the_same_result_with_two_workers(tmp_
     one = run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=1))
     two = run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=2))
     assert one.plan == two.plan and one.objective == two.objective and one.bound == two.bound
+
+
+# --- the GA operators -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ga_plans():
+    """The GA's evaluator on a shipped fixed-layout scenario and its GCMR plan (tp 8, pp 7: partial
+    recomputation per stage, offloads from many senders), made explicit for the operators."""
+    scenario = load(ROOT / "instances/plan/gpt3-175b-config3.yaml").instance
+    shipped = json.loads((ROOT / "solutions/gpt3-175b-config3.gcmr.json").read_text())["plan"]
+    plans = Plans(scenario)
+    parent = plans.explicit(shipped)
+    assert plans.objective(parent) < INFEASIBLE
+    return plans, parent
+
+
+def rng(seed: int):
+    return np.random.default_rng(seed)
+
+
+def changed(a: list, b: list) -> list:
+    return [k for k, (x, y) in enumerate(zip(a, b)) if x != y]
+
+
+def senders(plan: dict) -> dict:
+    out = {}
+    for o in plan["offload"]:
+        out[tuple(o["sender"])] = out.get(tuple(o["sender"]), 0.0) + o["bytes"]
+    return out
+
+
+def test_explicit_plans_spell_out_full_and_absent_recomputation(ga_plans):
+    plans, _ = ga_plans
+    megatron = json.loads((ROOT / "solutions/gpt3-175b-config3.megatron.json").read_text())["plan"]
+    work = plans.fs(megatron).workload()
+    rows = plans.explicit(megatron)["recompute"]
+    assert rows == [[st.layers if u.recomputable else 0 for u in st.units] for st in work.stages]
+    assert plans.objective(plans.explicit(megatron)) < INFEASIBLE   # every unit in every layer still fits
+    bare = {k: v for k, v in megatron.items() if k not in ("recompute", "offload")}
+    assert plans.explicit(bare)["recompute"] == [[0] * len(st.units) for st in work.stages]
+
+
+def test_op0_copies_one_of_the_seed_plans():
+    layouts = [{"tp": 1, "pp": 1, "dp": 1, "id": k} for k in range(5)]
+    child = op0_layout_change(layouts, rng(4))
+    assert child in layouts and all(child is not p for p in layouts)
+    assert child == op0_layout_change(layouts, rng(4))
+    assert {op0_layout_change(layouts, rng(s))["id"] for s in range(60)} == set(range(5))
+
+
+def test_op1_changes_the_recomputation_of_one_unit_of_one_stage(ga_plans):
+    plans, parent = ga_plans
+    for seed in range(3):
+        child = op1_recompute(plans, parent, rng(seed))
+        assert child == op1_recompute(plans, parent, rng(seed))
+        assert plans.objective(child) < INFEASIBLE and evaluate("plan", plans.scenario, child).feasible
+        stages = changed(parent["recompute"], child["recompute"])
+        assert len(stages) == 1
+        assert len(changed(parent["recompute"][stages[0]], child["recompute"][stages[0]])) == 1
+        assert {k: v for k, v in child.items() if k not in ("recompute", "offload")} == \
+            {k: v for k, v in parent.items() if k not in ("recompute", "offload")}
+
+
+def test_op2_takes_the_other_parents_recomputation_beyond_a_unit(ga_plans):
+    plans, parent = ga_plans
+    other = next(o for o in (shifted(parent, rng(s)) for s in range(50))
+                 if len(changed(parent["recompute"], o["recompute"])) == 2)   # two stages swapped their rows
+    i, k = changed(parent["recompute"], other["recompute"])
+    assert other["recompute"][i] == parent["recompute"][k] and other["recompute"][k] == parent["recompute"][i]
+    layers = [st.layers for st in plans.fs(parent).workload().stages]
+    made = crossed = 0
+    for seed in range(6):
+        child = op2_recompute_crossover(plans, parent, other, rng(seed))
+        assert child == op2_recompute_crossover(plans, parent, other, rng(seed))
+        if child is None:
+            continue   # no offloading fits this recomputation: the GA keeps the parent
+        made += 1
+        assert evaluate("plan", plans.scenario, child).feasible
+        for i, (mine, theirs, got) in enumerate(zip(parent["recompute"], other["recompute"], child["recompute"])):
+            if got != mine:   # one stage: a prefix of its own units, then the other parent's (clamped)
+                crossed += 1
+                j = next(k for k in range(len(got)) if got[k:] == [min(v, layers[i]) for v in theirs[k:]])
+                assert got[:j] == mine[:j]
+    assert made >= 3 and crossed >= 2
+    moved = dict(parent, tp=parent["tp"] // 2)
+    assert op2_recompute_crossover(plans, parent, moved, rng(0)) is None   # different layouts do not mix
+
+
+def test_op3_swaps_the_die_groups_of_two_stages(ga_plans):
+    plans, parent = ga_plans
+    for seed in range(3):
+        child = op3_placement(plans, parent, rng(seed))
+        assert child == op3_placement(plans, parent, rng(seed))
+        assert evaluate("plan", plans.scenario, child).feasible
+        old, new = parent["pipelines"][0], child["pipelines"][0]
+        i, k = changed(old, new)
+        assert new[i] == old[k] and new[k] == old[i]
+        assert child["recompute"] == parent["recompute"]
+
+
+def test_op4_moves_part_of_an_offload_to_a_new_helper(ga_plans):
+    plans, parent = ga_plans
+    for seed in range(3):
+        child = op4_mem_pair(plans, parent, rng(seed))
+        assert child == op4_mem_pair(plans, parent, rng(seed))
+        assert evaluate("plan", plans.scenario, child).feasible
+        assert len(child["offload"]) == len(parent["offload"]) + 1
+        new = child["offload"][-1]
+        assert tuple(new["helper"]) not in {tuple(o["helper"]) for o in parent["offload"]
+                                            if o["sender"] == new["sender"]}
+        before, after = senders(parent), senders(child)
+        assert before.keys() == after.keys() and all(close(before[s], after[s]) for s in before)
+
+
+def test_op5_makes_two_senders_exchange_their_helpers(ga_plans):
+    plans, parent = ga_plans
+    for seed in range(3):
+        child = op5_mem_pair_crossover(plans, parent, rng(seed))
+        assert child == op5_mem_pair_crossover(plans, parent, rng(seed))
+        swapped = [(a, b) for a, b in zip(parent["offload"], child["offload"]) if a["sender"] != b["sender"]]
+        pairs = {(tuple(a["sender"]), tuple(b["sender"])) for a, b in swapped}
+        assert len(pairs) == 2 and {(y, x) for x, y in pairs} == pairs   # a's helpers go to b, b's to a
+        assert all(a["helper"] == b["helper"] for a, b in swapped)
+        before, after = senders(parent), senders(child)
+        assert all(close(before[s], after[s]) for s in before)   # each sender still offloads its own need
+        repaired = plans.reoffload(child)   # the repair the GA applies when such a child does not fit
+        assert repaired is not None and evaluate("plan", plans.scenario, repaired).feasible
+
+
+def test_op6_moves_one_layer_to_a_neighbouring_stage(ga_plans):
+    plans, parent = ga_plans
+    before = [st.layers for st in plans.fs(parent).workload().stages]
+    for seed in range(3):
+        child = op6_move_layer(plans, parent, rng(seed))
+        assert child == op6_move_layer(plans, parent, rng(seed))
+        assert evaluate("plan", plans.scenario, child).feasible
+        after = child["layers"]
+        i, k = changed(before, after)
+        assert k == i + 1 and sorted([after[i] - before[i], after[k] - before[k]]) == [-1, 1]
+        assert all(v <= n for row, n in zip(child["recompute"], after) for v in row)
+    assert op6_move_layer(plans, dict(parent, pp=1), rng(0)) is None
+
+
+def test_a_mutation_is_an_accepted_plan_or_its_parent(ga_plans):
+    plans, parent = ga_plans
+    layouts = [parent]
+    for seed in range(6):
+        counts = {f"op{k}": 0 for k in range(7)} | {"repaired": 0, "dropped": 0}
+        child = mutate(plans, parent, layouts, rng(seed), counts)
+        again = mutate(plans, parent, layouts, rng(seed), dict(counts))
+        assert child == again and sum(counts[f"op{k}"] for k in range(7)) == 1
+        assert evaluate("plan", plans.scenario, child).feasible
+        assert (child is parent) == (counts["dropped"] == 1)
+    assert mutate(plans, parent, layouts, rng(0), counts, stopped=lambda: True) is parent
+    assert recombine(plans, parent, parent, rng(0), stopped=lambda: True) == parent
+
+
+def test_omega_survival_keeps_the_elites_and_fills_by_tournament():
+    F = np.array([5.0, 1.0, 4.0, 2.0, 3.0, 6.0, 0.5, 7.0])
+    keep = omega_survivors(F, 4, 0.5, rng(2))
+    assert keep[:2] == [6, 1] and len(set(keep)) == 4 and keep == omega_survivors(F, 4, 0.5, rng(2))
+    assert omega_survivors(F, 4, 0.0, rng(2))[0] == 6   # at least one elite
+    assert sorted(omega_survivors(F, 8, 0.25, rng(2))) == list(range(8))

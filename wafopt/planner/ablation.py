@@ -20,6 +20,7 @@ from wafopt.compose.gcmr import solve_gcmr
 from wafopt.core.budget import SolveOptions
 from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
 from wafopt.heuristics.megatron import solve_megatron
+from wafopt.planner.search import solve_planner
 from wafopt.problems import evaluate
 
 BASELINE_TP = 8   # WATOS's MG-wafer runs tp 8 (config 3: tp 8, pp 7)
@@ -45,8 +46,6 @@ def baseline_layout(scenario: Scenario) -> Parallel:
 
 def ablation(scenario: Scenario, options: SolveOptions) -> list[Row]:
     """One row per step (an `options.sub` budget of a share of the time limit each)."""
-    from wafopt.planner import solve_planner
-
     par = baseline_layout(scenario)
     fixed = replace(scenario, parallel=par, fixed=Fixed(par.tp, par.pp, par.dp))
     free = replace(scenario, parallel=None, fixed=Fixed())

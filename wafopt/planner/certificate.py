@@ -7,35 +7,48 @@ optimizer step; a forward task lasts at least its compute, a backward task at le
 (recomputation, communication and exposed offloading are never negative), sends take no less
 than nothing, and the longest path grows with every duration. A plan may choose its layer split
 and, where the scenario allows several, its micro-batch size, so the floor is the least over
-them of the schedule bound of the layout bound (wafopt.planner.bound, its quick tier
-and its Lagrangian without memory, mu = 0, at the split that makes it least). Re-derived from the
-scenario alone; the certificate has no data.
+them of the schedule bound of the layout bound (its quick tier, wafopt.planner.quick_bound, and
+its Lagrangian without memory, mu = 0, at the split that makes it least, wafopt.planner.full_bound).
+Re-derived from the scenario alone; the certificate has no data.
+
+planner-layouts: the joint planner's bound. The certificate lists every choice of the space
+(wafopt.planner.space) with its bound (null: infeasible) and, where the LP refined it, the
+weights and multiplier that prove it; the check re-derives each from the scenario and the value is
+the least over the feasible choices.
 """
 
 from __future__ import annotations
 
+import math
+
 from wafopt.core.errors import CertificateError, InstanceError
+from wafopt.core.numeric import at_most
 from wafopt.core.result import CERTIFICATE, Bound
+from wafopt.costmodel.scenario import Choice, Scenario
+from wafopt.planner.full_bound import cheap_weights, lagrangian, layout_bound
+from wafopt.planner.layout_data import LayoutBound, layout_data
+from wafopt.planner.quick_bound import quick_bound
+from wafopt.planner.space import choice_key, layout_choices
 from wafopt.problems.certificates import dispatch
+
+KIND = "planner-layouts"
 
 
 def compute_floor_value(scenario) -> float | None:
-    from wafopt.planner.bound import cheap_weights, lagrangian, layout_data, quick_bound
-
     par = scenario.parallel
     if par is None or par.dies > len(scenario.mesh().healthy_dies):
         return None
     sizes = scenario.training.micro_batches
     least = None
     for size in sizes:
-        size = None if len(sizes) == 1 else size
+        choice = Choice(par, micro_batch=None if len(sizes) == 1 else size)
         try:
-            d = layout_data(scenario, par, size)
+            d = layout_data(scenario, choice)
         except InstanceError:   # the layout cannot be modelled: no plan is feasible
             continue
         if isinstance(d, str):
             continue
-        value = max([quick_bound(scenario, par, size).value] + [lagrangian(d, w, 0.0) for w in cheap_weights(d)])
+        value = max([quick_bound(scenario, choice).value] + [lagrangian(d, w, 0.0) for w in cheap_weights(d)])
         least = value if least is None else min(least, value)
     return least
 
@@ -52,15 +65,82 @@ def check_compute_floor(scenario, data: dict) -> float:
     return value
 
 
-def check_planner_layouts(scenario, data: dict) -> float:
-    """The joint planner's bound: the least certified bound over every layout of the scenario's
-    space, re-derived layout by layout (wafopt.planner.bound)."""
-    from wafopt.planner.bound import check_certificate
+def certified_value(scenario: Scenario, choice: Choice, tier: str, w=None, mu: float | None = None
+                    ) -> tuple[float | None, str]:
+    """What certify re-derives for one choice at the certificate's tier: the quick bound, or the
+    full one, and LB(w, mu) where the certificate gives weights."""
+    bound = quick_bound(scenario, choice) if tier == "quick" else layout_bound(scenario, choice)
+    if not bound.feasible:
+        return None, bound.reason
+    value = bound.value
+    if w is not None:
+        value = max(value, lagrangian(bound.data, w, mu or 0.0))
+    return value, ""
 
-    return check_certificate(scenario, data)
+
+def certificate_data(bounds: list[LayoutBound]) -> dict:
+    """Every layout of the space with its bound (null: infeasible) and, where the LP refined it,
+    the weights and multiplier that prove it."""
+    rows = []
+    for b in bounds:
+        row = list(b.key()) + [b.value]   # [tp, pp, dp, (micro-batch,) bound]
+        if b.tier == "full":   # six items: the full tier, with the LP's weights where refined
+            row += [b.w, b.mu] if b.feasible and b.refined else [None, None]
+        rows.append(row)
+    return {"layouts": rows}
 
 
-CHECKS = {"compute-floor": check_compute_floor, "planner-layouts": check_planner_layouts}
+def check_certificate(scenario: Scenario, data: dict) -> float:
+    """Re-derive the planner's bound from the scenario: every layout of the space must be listed,
+    each listed bound must be one the scenario proves, and the value is the least bound over the
+    feasible layouts (raises CertificateError otherwise)."""
+    rows = data.get("layouts")
+    if not isinstance(rows, list):
+        raise CertificateError("the planner-layouts certificate needs a list `layouts`")
+    multi = len(scenario.training.micro_batches) > 1
+    head = 4 if multi else 3   # [tp, pp, dp, (micro-batch,) bound, (w, mu)]
+    listed: dict[tuple, list] = {}
+    for k, row in enumerate(rows):
+        if (not isinstance(row, list) or len(row) not in (head + 1, head + 3)
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in row[:head])):
+            what = "tp, pp, dp, micro_batch" if multi else "tp, pp, dp"
+            raise CertificateError(f"layouts[{k}] must be [{what}, bound] or [{what}, bound, w, mu]")
+        listed[tuple(row[:head])] = row[:3] + row[head:]   # [tp, pp, dp, bound, (w, mu)]
+    space = layout_choices(scenario)
+    keys = {choice_key(c) for c in space}
+    if set(listed) != keys:
+        missing = sorted(keys - set(listed))[:3]
+        extra = sorted(set(listed) - keys)[:3]
+        raise CertificateError(f"the certificate lists {len(listed)} layouts, the space has {len(keys)}"
+                               + (f"; missing {missing}" if missing else "") + (f"; not in the space {extra}" if extra else ""))
+    least = None
+    for choice in space:
+        par = choice.parallel
+        row = listed[choice_key(choice)]
+        w, mu = (row[4], row[5]) if len(row) == 6 else (None, None)
+        if w is not None and (not isinstance(w, list) or not isinstance(mu, (int, float)) or isinstance(mu, bool)):
+            raise CertificateError(f"layout tp{par.tp} pp{par.pp} dp{par.dp}: weights must be a list and mu a number")
+        try:
+            value, reason = certified_value(scenario, choice, "full" if len(row) == 6 else "quick", w, mu)
+        except ValueError as exc:
+            raise CertificateError(f"layout tp{par.tp} pp{par.pp} dp{par.dp}: {exc}") from None
+        stated = row[3]
+        if value is None:
+            continue   # infeasible whatever the certificate says: it bounds no plan
+        if stated is None:
+            raise CertificateError(f"layout tp{par.tp} pp{par.pp} dp{par.dp} is listed as infeasible, but it fits")
+        if not isinstance(stated, (int, float)) or isinstance(stated, bool) or not math.isfinite(stated):
+            raise CertificateError(f"layout tp{par.tp} pp{par.pp} dp{par.dp}: bound {stated!r:.40} is not a number")
+        if not at_most(stated, value):
+            raise CertificateError(f"layout tp{par.tp} pp{par.pp} dp{par.dp}: stated bound {stated:.10g}, the scenario "
+                                   f"proves {value:.10g}")
+        least = value if least is None else min(least, value)
+    if least is None:
+        raise CertificateError("no layout of the space fits the wafer: there is no plan to bound")
+    return least
+
+
+CHECKS = {"compute-floor": check_compute_floor, KIND: check_certificate}
 
 
 def check(instance, kind: str, data) -> float:

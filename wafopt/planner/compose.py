@@ -36,19 +36,26 @@ from wafopt.compose import methods as kernels
 from wafopt.compose.gcmr import solve_gcmr
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
+from wafopt.costmodel.model import split_layers
+from wafopt.costmodel.operators import SCHEMES
+from wafopt.costmodel.scenario import Choice, Fixed, Parallel, Scenario
 from wafopt.heuristics import placement as placement_heuristics
 from wafopt.heuristics import recompute as recompute_heuristics
 from wafopt.heuristics import routing as routing_heuristics
 from wafopt.heuristics import tatp as tatp_heuristics
 from wafopt.heuristics.megatron import solve_megatron
+from wafopt.planner.layout_data import layout_data
+from wafopt.planner.space import choice_key
 from wafopt.problems import evaluate, problem_module
+from wafopt.problems.mem_pair.plans import transport_chunks
 from wafopt.problems.plan.layouts import (
     place_serpentine,
     serpentine_slots,
     tile_dies,
     tile_shapes,
 )
+from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
+from wafopt.problems.recompute.instance import plan_recompute
 
 ENUMERATE_ASSIGNMENTS = 720   # every stage-to-tile assignment is tried (at no recomputation) up to this many
 RECOMPUTE_MILP_S = 4.0     # the recompute MILP per placement (after the DP start)
@@ -63,7 +70,7 @@ POOL_FACTORS = (1.0, 0.999, 0.99, 0.95)   # pooled capacity tried when chunk rou
 
 
 @dataclass
-class Outcome:
+class Composition:
     """What composing one layout gave: its best plan (if any) and how it was found."""
     layout: tuple   # (tp, pp, dp) and the micro-batch size where the scenario allows several
     objective: float | None = None
@@ -76,28 +83,24 @@ class Outcome:
 
 def tp_schemes(par: Parallel) -> tuple[str, ...]:
     """The tensor-parallel schemes the cost model offers (one is enough without TP)."""
-    from wafopt.costmodel.operators import SCHEMES
-
     return tuple(SCHEMES) if par.tp > 1 else tuple(SCHEMES)[:1]
 
 
-def fixed_scenario(scenario: Scenario, par: Parallel, micro_batch: int | None = None, split=None) -> Scenario:
-    """The scenario with its layout fixed to `par` (what the kernels derive from), and with the
-    micro-batch size and layer split its plans use by default."""
+def fixed_scenario(scenario: Scenario, choice: Choice) -> Scenario:
+    """The scenario with its layout fixed to the choice's (what the kernels derive from), and with
+    the choice's micro-batch size and layer split as what its plans use by default."""
+    par = choice.parallel
     fs = replace(scenario, parallel=par, fixed=Fixed(par.tp, par.pp, par.dp))
-    if micro_batch is None and split is None:
+    if choice.micro_batch is None and choice.layers is None:
         return fs
-    return fs.with_choice(micro_batch, split)
+    return fs.with_choice(choice.micro_batch, choice.layers)
 
 
-def balanced_split(scenario: Scenario, par: Parallel, micro_batch: int | None = None) -> list[int] | None:
+def balanced_split(scenario: Scenario, choice: Choice) -> list[int] | None:
     """The contiguous split whose busiest stage computes least (None: the even split is that one,
     or the layout has no feasible split)."""
-    from wafopt.costmodel.model import split_layers
-    from wafopt.planner.bound import layout_data
-
-    d = layout_data(scenario, par, micro_batch)
-    if isinstance(d, str) or not d.balanced or d.balanced == split_layers(scenario.llm.layers, par.pp):
+    d = layout_data(scenario, choice)
+    if isinstance(d, str) or not d.balanced or d.balanced == split_layers(scenario.llm.layers, choice.parallel.pp):
         return None
     return d.balanced
 
@@ -196,9 +199,6 @@ def offload_records(inst, chunks: dict) -> list[dict]:
 
 def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: SolveOptions) -> tuple[list, str]:
     """x over the workload's units with DRAM pooled over every healthy die (x `factor`)."""
-    from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
-    from wafopt.problems.recompute.instance import plan_recompute
-
     par = fs.parallel
     kernel = recompute_kernel(fs, placement)
     share = factor * len(fs.mesh().healthy_dies) * fs.wafer.dram_capacity / (par.tp * par.dp * par.pp)
@@ -222,8 +222,6 @@ def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: Solv
 
 def mem_pair(fs: Scenario, placement: dict, recompute: list):
     """(offload records, Mem_pair kernel) of a placement and recomputation; InstanceError if none."""
-    from wafopt.problems.mem_pair.plans import transport_chunks
-
     inst = problem_module("mem_pair").from_scenario(fs, placement, recompute)
     if not inst.senders:
         return [], inst
@@ -339,14 +337,16 @@ def baselines(fs: Scenario, options: SolveOptions) -> list[tuple[str, dict]]:
     return out
 
 
-def compose_layout(scenario: Scenario, par: Parallel, options: SolveOptions, micro_batch: int | None = None
-                   ) -> Outcome:
-    """The best plan the kernels compose for layout `par` and, where the scenario allows several,
-    micro-batch size `micro_batch` (see the module docstring)."""
+def compose_layout(scenario: Scenario, choice: Choice, options: SolveOptions) -> Composition:
+    """The best plan the kernels compose for the choice's layout and, where the scenario allows
+    several, micro-batch size (see the module docstring; the choice's schemes and split are the
+    composition's to choose)."""
     started = time.monotonic()
-    split = balanced_split(scenario, par, micro_batch)
-    fs = fixed_scenario(scenario, par, micro_batch, split)
-    out = Outcome((par.tp, par.pp, par.dp) + (() if micro_batch is None else (micro_batch,)))
+    par, micro_batch = choice.parallel, choice.micro_batch
+    choice = Choice(par, micro_batch=micro_batch)
+    split = balanced_split(scenario, choice)
+    fs = fixed_scenario(scenario, replace(choice, layers=split))
+    out = Composition(choice_key(choice))
     extra = {}   # what the plans of fs leave to fs and the scenario's plans must say
     if micro_batch is not None:
         extra["micro_batch"] = micro_batch
@@ -373,9 +373,7 @@ def compose_layout(scenario: Scenario, par: Parallel, options: SolveOptions, mic
     def seed_with_baselines() -> None:
         runs = [(fs, {})]
         if split is not None:   # also on the even split, as the baselines run on the scenario itself
-            from wafopt.costmodel.model import split_layers
-
-            runs.append((fixed_scenario(scenario, par, micro_batch),
+            runs.append((fixed_scenario(scenario, choice),
                          {"layers": split_layers(scenario.llm.layers, par.pp)}))
         for base, fields in runs:
             for label, plan in baselines(base, options):

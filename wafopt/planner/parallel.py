@@ -16,18 +16,17 @@ import time
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
+from wafopt.costmodel.scenario import Choice
+from wafopt.planner.compose import Composition, compose_layout
 
 POLL_S = 0.1   # how often a waiting wave checks for Ctrl-C and the deadline
 GRACE_S = 1.0  # a task may overrun its own deadline by this much before it counts as timed out
 
 
-def compose_task(scenario, layout: tuple, seed: int, seconds: float):
-    """One layout (tp, pp, dp[, micro-batch size]) composed in a worker (a fresh budget of `seconds`)."""
-    from wafopt.costmodel.scenario import Parallel
-    from wafopt.planner.compose import compose_layout
-
+def compose_task(scenario, choice: Choice, seed: int, seconds: float) -> Composition:
+    """One choice (layout and micro-batch size) composed in a worker (a fresh budget of `seconds`)."""
     options = SolveOptions(time_limit=seconds, seed=seed, quiet=True).start()
-    return compose_layout(scenario, Parallel(*layout[:3]), options, *layout[3:])
+    return compose_layout(scenario, choice, options)
 
 
 def _worker_setup() -> None:
@@ -51,16 +50,13 @@ class Serial:
     def __init__(self, options: SolveOptions):
         self.options = options
 
-    def run(self, scenario, layouts: list, seed: int, seconds: float, done) -> list:
-        from wafopt.costmodel.scenario import Parallel
-        from wafopt.planner.compose import compose_layout
-
+    def run(self, scenario, choices: list[Choice], seed: int, seconds: float, done) -> list:
         out = []
-        for k, layout in enumerate(layouts):
+        for k, choice in enumerate(choices):
             if self.options.stopped():
                 out.append(None)
                 continue
-            out.append(compose_layout(scenario, Parallel(*layout[:3]), self.options.sub(seconds), *layout[3:]))
+            out.append(compose_layout(scenario, choice, self.options.sub(seconds)))
             done(k, out[-1])
         return out
 
@@ -98,8 +94,8 @@ class Pool(_Futures):
         self.workers = workers
         self.executor = _pool(workers)
 
-    def run(self, scenario, layouts: list, seed: int, seconds: float, done) -> list:
-        futures = [self.executor.submit(compose_task, scenario, layout, seed, seconds) for layout in layouts]
+    def run(self, scenario, choices: list[Choice], seed: int, seconds: float, done) -> list:
+        futures = [self.executor.submit(compose_task, scenario, choice, seed, seconds) for choice in choices]
         return self.collect(futures, seconds, done)
 
     @staticmethod
@@ -133,6 +129,7 @@ class Dask(_Futures):
 
     def __init__(self, options: SolveOptions, address: str):
         super().__init__(options)
+        # dask: heavy and optional, imported only with --scheduler
         try:
             from distributed import Client
         except ImportError:
@@ -143,9 +140,9 @@ class Dask(_Futures):
             raise InstanceError(f"cannot reach the Dask scheduler at {address}: {exc}", "--scheduler") from None
         self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
 
-    def run(self, scenario, layouts: list, seed: int, seconds: float, done) -> list:
-        futures = [self.client.submit(compose_task, scenario, layout, seed, seconds, pure=False)
-                   for layout in layouts]
+    def run(self, scenario, choices: list[Choice], seed: int, seconds: float, done) -> list:
+        futures = [self.client.submit(compose_task, scenario, choice, seed, seconds, pure=False)
+                   for choice in choices]
         return self.collect(futures, seconds, done)
 
     @staticmethod

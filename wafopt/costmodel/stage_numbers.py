@@ -1,0 +1,113 @@
+"""The cost model's numbers of one pipeline stage as the planner's bounds need them: compute,
+memory and recomputation per stage role and layer range, whatever the rest of the split.
+
+Built on `stage_workload` (the stage exactly as `build_workload` prices it in any split) and the
+operator tables (`build_layer`, `op_seconds`), so a bound assembles no stage costs of its own.
+Micro-batch sizes here are sizes, never None: callers resolve the scenario's default.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import lru_cache
+from typing import NamedTuple
+
+from wafopt.costmodel.model import stage_workload
+from wafopt.costmodel.operators import SCHEMES, build_layer, op_seconds
+
+# the (pp, index) of a pipeline whose stage `index` has this role: its numbers are the role's in any pp
+ROLE_STAGE = {"only": (1, 0), "first": (2, 0), "middle": (3, 1), "last": (2, 1)}
+
+
+class StageNumbers(NamedTuple):
+    """Per die and micro-batch, of one stage under one tensor-parallel scheme."""
+    forward_s: float          # forward compute
+    backward_s: float         # backward compute
+    fixed_bytes: float        # state + gradients of one operator + buffers: never offloaded
+    kept_bytes: float         # activations of one micro-batch without recomputation
+    unit_bytes: list          # per unit: bytes per layer recomputation frees (0: cannot be dropped)
+    unit_seconds: list        # per unit: seconds per recomputed layer
+    optimizer_s: float        # the optimizer step
+
+
+def stage_role(j: int, p: int) -> str:
+    """The role of stage j of p: only, first, middle or last."""
+    return "only" if p == 1 else "first" if j == 0 else "last" if j == p - 1 else "middle"
+
+
+def training_with(scenario, micro_batch: int):
+    """The scenario's training hyper-parameters with this micro-batch size."""
+    tr = scenario.training
+    return tr if micro_batch == tr.micro_batch else replace(tr, micro_batch=micro_batch)
+
+
+def state_floor(scenario, par) -> float:
+    """Least model state of the busiest die: the stages' parameters cover the model at least once."""
+    tr = scenario.training
+    states = tr.states
+    shard = par.dp if tr.distributed_optimizer else 1
+    per_param = states.weights + states.grads + states.optimizer / shard
+    return scenario.llm.total_params / (par.tp * par.pp) * per_param
+
+
+@lru_cache(maxsize=64)
+def kind_prefix(llm) -> list[int]:
+    """MoE layers before each layer boundary (a stage's numbers depend on its role and kind counts)."""
+    out = [0]
+    for i in range(llm.layers):
+        out.append(out[-1] + bool(llm.is_moe_layer(i)))
+    return out
+
+
+@lru_cache(maxsize=1 << 16)
+def exact_stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str, first: int, n: int,
+                        scheme: str) -> StageNumbers:
+    """The numbers of a stage with this role holding layers first .. first + n - 1 (the cost
+    model's own stage, as in any split)."""
+    tr = training_with(scenario, micro_batch)
+    pp, index = ROLE_STAGE[role]
+    st = stage_workload(scenario.llm, tr, scenario.wafer, tp, pp, dp, index, first, n, scheme)
+    drop = [u.recomputable and tr.recompute for u in st.units]   # else dropping it saves no memory
+    ub = [u.bytes if ok else 0.0 for u, ok in zip(st.units, drop)]
+    r = [u.recompute_s if ok else 0.0 for u, ok in zip(st.units, drop)]
+    every = n * sum(r)
+    if every > 0 and st.full_recompute_s < every:   # full recomputation is the cheaper way
+        r = [v * st.full_recompute_s / every for v in r]
+    return StageNumbers(st.fwd_s, st.bwd_s, st.state_bytes + st.transient_bytes(None), st.kept_bytes(None), ub, r,
+                        st.optimizer_s)
+
+
+def stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str, first: int, n: int,
+                  scheme: str) -> StageNumbers:
+    """exact_stage_numbers; for a model of one layer kind, every number of a stage is affine in
+    its layers (sums over layers, plus the embedding or head), so two stages give them all (float
+    rounding ~1e-16 relative, far inside the bounds' safety margin)."""
+    if n <= 2 or kind_prefix(scenario.llm)[-1] not in (0, scenario.llm.layers):
+        return exact_stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme)
+    one = exact_stage_numbers(scenario, tp, dp, micro_batch, role, 0, 1, scheme)
+    two = exact_stage_numbers(scenario, tp, dp, micro_batch, role, 0, 2, scheme)
+    k = n - 1
+    out = []
+    for a, b in zip(one, two):
+        if isinstance(a, list):
+            out.append([x + k * (y - x) for x, y in zip(a, b)])
+        else:
+            out.append(a + k * (b - a))
+    return StageNumbers(*out)
+
+
+@lru_cache(maxsize=1024)
+def layer_compute(scenario, tp: int, micro_batch: int) -> tuple[float, float]:
+    """(forward, backward) compute seconds of one layer per micro-batch, the least over the TP
+    schemes and layer kinds (the operators' rooflines of the workload's layer tables)."""
+    wafer, llm = scenario.wafer, scenario.llm
+    flops = wafer.die_flops * wafer.compute_efficiency
+    kinds = {llm.is_moe_layer(i) for i in range(llm.layers)}
+    f = b = math.inf
+    for scheme in SCHEMES:
+        for moe in kinds:
+            t = build_layer(llm, training_with(scenario, micro_batch), tp, moe, scheme)
+            f = min(f, sum(op_seconds(t.op(n).fwd, flops, wafer.dram_bandwidth) for n in t.forward if isinstance(n, str)))
+            b = min(b, sum(op_seconds(t.op(n).bwd, flops, wafer.dram_bandwidth) for n in t.backward if isinstance(n, str)))
+    return f, b

@@ -1,0 +1,174 @@
+"""The full tier of the layout bound: the Lagrangian over schedule, task times and pooled memory,
+its least value over every layer split by a DP over the stages.
+
+The bound of a layout holds for every plan with it, whatever its layer split, placement, schemes,
+recomputation, offloading and routes:
+
+1. Schedule (the evaluator's 1F1B task graph). Stage k runs its 2m tasks one at a time; its first
+   forward starts after the forwards of the stages before it, and after its last backward the
+   last micro-batch still goes back through the stages before it. So, with F_j and B_j the
+   forward and backward task times of stage j, the iteration is at least, for every k,
+     g_k = sum_{j<k} (F_j + B_j) + m (F_k + B_k) + O,
+     h_k = sum_{j!=k} (F_j + B_j) + m B_k + n_k F_k + O,   n_k = max(1, m - min(p - 1 - k, m)),
+   (h_k: micro-batch 0 goes through the later stages and back before stage k's first backward,
+   while stage k has run at most its warm-up forwards), O the optimizer step of stage 0. For
+   weights w >= 0 on these 2p inequalities (sum 1), the iteration is at least their weighted sum,
+   O + sum_j (alphaF_j F_j + alphaB_j B_j).
+2. Task times. F_j >= Fc_js and B_j >= Bc_js + sum_u r_jsu x_ju for the stage's scheme s: the
+   forward and backward compute (communication left out: it is never negative) and the compute of
+   regenerating the x_ju layers of unit u it recomputes. Full recomputation counts as recomputing
+   every unit in every layer, its per-unit times scaled down when it is the cheaper way.
+3. Memory. Offloading moves bytes between dies, so the dies of the stages together fit the pooled
+   DRAM of all healthy dies: copies * sum_j M_j <= H * C (copies = tp * dp), with
+   M_j >= M0_js - sum_u a_jsu x_ju (M0: memory without recomputation; a: in-flight bytes of the
+   unit per layer; recomputation's transient memory only adds). A die keeps at least its state,
+   gradients of one operator and buffers.
+4. Lagrangian. With a multiplier mu >= 0 on (3), relaxing the choice of scheme and x:
+   LB(w, mu) = O + sum_j min_s [alphaF_j Fc_js + alphaB_j Bc_js + mu copies M0_js
+                                + L_j sum_u min(0, alphaB_j r_jsu - mu copies a_jsu)] - mu H C.
+   Any (w, mu) gives a valid bound (weak duality).
+5. Every split. For fixed (w, mu), LB is O - mu H C plus one term per stage that depends only on
+   the contiguous layers the stage holds (role, layer count and kinds). The least LB over all
+   splits is a shortest path over the layer boundaries 0..L (stage j: an arc a -> b), found
+   exactly by a DP over the stages; that least value is the certified bound. The planner picks
+   (w, mu) by a cheap rule for every layout (cheap_weights, best_mu) and by Kelley's cutting planes
+   (lp_bound) on this concave function where the bound matters; the certificate stores (w, mu) and `wafopt certify`
+   recomputes the least LB(w, mu) from the scenario alone.
+
+Infeasible (layout_data): under every split, some stage's state exceeds a die's DRAM under every
+scheme, or even full recomputation does not fit the pooled DRAM, or the workload cannot be built.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from wafopt.costmodel.scenario import Choice, Scenario
+from wafopt.planner.layout_data import (
+    SAFETY,
+    LayoutBound,
+    LayoutData,
+    at_split,
+    forward_counts,
+    layout_data,
+    least_path,
+)
+from wafopt.planner.quick_bound import quick_bound
+
+MU_STEPS = 30        # golden-section steps of the multiplier search (0.618^30: 6e-7 of its range)
+
+
+def coefficients(w: np.ndarray, p: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(alphaF, alphaB): the weight of each stage's F_j and B_j in sum_k wg_k g_k + wh_k h_k."""
+    wg, wh = w[:p], w[p:]
+    G = m * wg + np.concatenate([np.cumsum(wg[::-1])[::-1][1:], [0.0]])   # m wg_j + sum_{k>j} wg_k
+    Wh = wh.sum()
+    return G + Wh + (forward_counts(p, m) - 1) * wh, G + Wh + (m - 1) * wh
+
+
+def normalized_weights(d: LayoutData, w) -> np.ndarray:
+    """The weights as an array summing to 1 (ValueError when they cannot be: a certificate's
+    weights are checked here)."""
+    w = np.asarray(w, dtype=float)
+    if w.shape != (2 * d.layout.pp,) or not np.isfinite(w).all() or (w < 0).any() or not w.sum() > 0:
+        raise ValueError(f"weights must be {2 * d.layout.pp} non-negative numbers, not all zero")
+    return w / w.sum()
+
+
+def arc_terms(d: LayoutData, w: np.ndarray, mu: float) -> tuple[np.ndarray, float]:
+    """The (p, C) term of LB (module docstring, step 4) of every class on every stage, and a bound
+    on the terms' magnitude along any split."""
+    aF, aB = coefficients(w, d.layout.pp, d.m)
+    inf = d.inflight[:, None, None]
+    gain = np.minimum(0.0, aB[:, None, None, None] * d.r[None] - mu * d.copies * inf[..., None] * d.ub[None])
+    gain = gain.sum(axis=3)                                                    # (p, C, S)
+    memory = mu * d.copies * (d.fixed[None] + inf * d.kept[None])
+    compute = aF[:, None, None] * d.Fc[None] + aB[:, None, None] * d.Bc[None]
+    values = (compute + memory + d.n[None, :, None] * gain).min(axis=2)
+    magnitude = float((compute + np.abs(memory) - d.n[None, :, None] * gain).max(axis=(1, 2)).sum())
+    return values, magnitude
+
+
+def lagrangian(d: LayoutData, w, mu: float, with_split: bool = False):
+    """LB(w, mu) (module docstring, step 4) at the split that makes it least, lowered by its
+    rounding margin; with_split: (value, that split)."""
+    w = normalized_weights(d, w)
+    mu = max(0.0, float(mu))
+    values, magnitude = arc_terms(d, w, mu)
+    least, split = least_path(d, values)
+    value = d.optimizer + least - mu * d.cap
+    value = float(value - SAFETY * (d.optimizer + magnitude + mu * d.cap))
+    return (value, split) if with_split else value
+
+
+def mu_high(d: LayoutData, aB) -> float:
+    """The multiplier above which every unit is recomputed in every layer (a larger one only
+    charges memory)."""
+    ratios = [(aB[j] * d.r[a[2]])[d.ub[a[2]] > 0] / (d.copies * d.inflight[j] * d.ub[a[2]][d.ub[a[2]] > 0])
+              for j, a in enumerate(d.arcs)]
+    ratios = np.concatenate(ratios)
+    return float(ratios.max()) if ratios.size else 0.0
+
+
+def best_mu(d: LayoutData, w) -> tuple[float, float]:
+    """(LB, mu) with mu maximizing LB(w, .) (concave: a least over splits of concave functions) by
+    golden-section search."""
+    _, aB = coefficients(normalized_weights(d, w), d.layout.pp, d.m)
+    hi = mu_high(d, aB) * 1.01
+    lo = 0.0
+    best = (lagrangian(d, w, 0.0), 0.0)
+    if hi <= 0:
+        return best
+    phi = (np.sqrt(5) - 1) / 2
+    x1, x2 = hi - phi * (hi - lo), lo + phi * (hi - lo)
+    f1, f2 = lagrangian(d, w, x1), lagrangian(d, w, x2)
+    for _ in range(MU_STEPS):
+        if f1 < f2:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + phi * (hi - lo)
+            f2 = lagrangian(d, w, x2)
+        else:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - phi * (hi - lo)
+            f1 = lagrangian(d, w, x1)
+    for value, mu in ((f1, x1), (f2, x2)):
+        if value > best[0]:
+            best = (value, mu)
+    return best
+
+
+def cheap_weights(d: LayoutData) -> list[np.ndarray]:
+    """Weights tried for every layout, from the balanced split: the inequality g_k or h_k that is
+    largest without recomputation, h of the last stage, and weights on every h_k that make a
+    layer cost the same on every stage (so that no split escapes them)."""
+    p, m = d.layout.pp, d.m
+    s = at_split(d, d.balanced)
+    F, B = s.Fc.min(axis=1), s.Bc.min(axis=1)
+    T = F + B
+    prefix = np.concatenate([[0.0], np.cumsum(T)[:-1]])
+    g = prefix + m * T
+    h = T.sum() - T + m * B + forward_counts(p, m) * F
+    out = []
+    for k in dict.fromkeys([int(np.argmax(np.concatenate([g, h]))), 2 * p - 1]):
+        w = np.zeros(2 * p)
+        w[k] = 1.0
+        out.append(w)
+    if p > 1:   # h_k grows by slope_k per layer of stage k: weights 1 / slope_k level them
+        slope = ((m - 1) * B + (forward_counts(p, m) - 1) * F) / s.L
+        w = np.concatenate([np.zeros(p), 1.0 / np.maximum(slope, 1e-300)])
+        out.append(w / w.sum())
+    return out
+
+
+def layout_bound(scenario: Scenario, choice: Choice) -> LayoutBound:
+    """The full certified bound of a choice (lp_bound.refine tightens it with the LP's weights)."""
+    d = layout_data(scenario, choice)
+    if isinstance(d, str):
+        return LayoutBound(choice, None, d)
+    best = None
+    for w in cheap_weights(d):
+        value, mu = best_mu(d, w)
+        if best is None or value > best[0]:
+            best = (value, w, mu)
+    quick = quick_bound(scenario, choice).value
+    return LayoutBound(choice, max(best[0], quick), "", [float(v) for v in best[1]], best[2], False, d)

@@ -1,0 +1,46 @@
+"""The quick tier of the layout bound: from per-layer compute alone, without a workload.
+
+The schedule bound (full_bound, step 1) with h_k of every stage, each stage's task times at least
+its layers' compute (step 2 without recomputation, embedding and LM head), at the split that
+makes the largest h_k least; infeasible only when the choice cannot hold the model state at all.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from wafopt.costmodel.scenario import Choice, Scenario
+from wafopt.costmodel.stage_numbers import layer_compute, training_with
+from wafopt.planner.layout_data import SAFETY, LayoutBound, forward_counts, misfit
+from wafopt.planner.space import choice_size
+
+
+def quick_split(layers: int, slopes) -> list[int]:
+    """Layers per stage minimising max_k slope_k n_k (each n_k >= 1): one layer at a time to the
+    stage whose value grows least (exact for increasing functions of one stage each)."""
+    n = [1] * len(slopes)
+    heap = [(2 * s, k) for k, s in enumerate(slopes)]
+    heapq.heapify(heap)
+    for _ in range(layers - len(slopes)):
+        _, k = heapq.heappop(heap)
+        n[k] += 1
+        heapq.heappush(heap, ((n[k] + 1) * slopes[k], k))
+    return n
+
+
+def quick_bound(scenario: Scenario, choice: Choice) -> LayoutBound:
+    """The quick tier's bound of a choice (see the module docstring)."""
+    why = misfit(scenario, choice)
+    if why:
+        return LayoutBound(choice, None, why, tier="quick")
+    par = choice.parallel
+    size = choice_size(scenario, choice)
+    tr = training_with(scenario, size)
+    f, b = layer_compute(scenario, par.tp, size)
+    m, p = tr.global_batch // (tr.micro_batch * par.dp), par.pp
+    # h_k = (every layer's compute) + n_k ((m - 1) b + (c_k - 1) f): only stage k's layers vary
+    slopes = [(m - 1) * b + (c - 1) * f for c in forward_counts(p, m)]
+    n = quick_split(scenario.llm.layers, slopes)
+    total = scenario.llm.layers * (f + b)
+    value = total + max(s * k for s, k in zip(slopes, n))
+    return LayoutBound(choice, value * (1 - SAFETY), tier="quick")
