@@ -9,8 +9,8 @@ import yaml
 
 import wafopt
 from wafopt.core.numeric import at_most
-from wafopt.costmodel.scenario import Parallel
-from wafopt.planner.bound import layout_bound
+from wafopt.costmodel.scenario import Choice, Parallel
+from wafopt.planner.full_bound import layout_bound
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,8 +56,8 @@ def test_gcmr_and_the_planner_keep_every_activation_and_offload_when_forbidden()
 @pytest.mark.parametrize("tp,pp,dp", [(8, 7, 1), (14, 4, 1), (28, 2, 1), (4, 8, 1)])
 def test_forbidding_recomputation_never_lowers_the_certified_bound(tp, pp, dp):
     par = Parallel(tp, pp, dp)
-    allowed = layout_bound(wafopt.load(scenario("gpt3-175b-config3-search.yaml", True)).instance, par)
-    forbidden = layout_bound(wafopt.load(scenario("gpt3-175b-config3-search.yaml", False)).instance, par)
+    allowed = layout_bound(wafopt.load(scenario("gpt3-175b-config3-search.yaml", True)).instance, Choice(par))
+    forbidden = layout_bound(wafopt.load(scenario("gpt3-175b-config3-search.yaml", False)).instance, Choice(par))
     if forbidden.feasible:
         assert allowed.feasible and at_most(allowed.value, forbidden.value)
     else:
