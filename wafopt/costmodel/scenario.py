@@ -97,13 +97,13 @@ class Scenario:
         return stage_workload(self.llm, self.training_for(choice), self.wafer, parallel.tp, parallel.pp,
                               parallel.dp, index, first_layer, n, scheme, microbatches)
 
-    def with_choice(self, micro_batch: int | None = None, split=None) -> "Scenario":
-        """The scenario whose plans use this micro-batch size and layer split by default (what the
-        kernels derive from when the planner has chosen them)."""
+    def with_choice(self, choice: Choice) -> "Scenario":
+        """The scenario whose plans use the choice's micro-batch size and layer split by default
+        (what the kernels derive from when the planner has chosen them)."""
         training = self.training
-        if micro_batch is not None:
-            training = replace(training, micro_batch=micro_batch, micro_batches=(micro_batch,))
-        return replace(self, training=training, split=None if split is None else tuple(split))
+        if choice.micro_batch is not None:
+            training = replace(training, micro_batch=choice.micro_batch, micro_batches=(choice.micro_batch,))
+        return replace(self, training=training, split=None if choice.layers is None else tuple(choice.layers))
 
     def plan_fields(self) -> dict:
         """What a plan must say beyond its layout to use this scenario's defaults: `micro_batch`

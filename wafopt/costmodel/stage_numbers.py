@@ -1,20 +1,19 @@
 """The cost model's numbers of one pipeline stage as the planner's bounds need them: compute,
 memory and recomputation per stage role and layer range, whatever the rest of the split.
 
-Built on `stage_workload` (the stage exactly as `build_workload` prices it in any split) and the
-operator tables (`build_layer`, `op_seconds`), so a bound assembles no stage costs of its own.
+Built on `Scenario.stage_workload` (the stage exactly as `build_workload` prices it in any split) and the
+operator tables (`build_layer`, `Roofline`), so a bound assembles no stage costs of its own.
 Micro-batch sizes here are sizes, never None: callers resolve the scenario's default.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from functools import lru_cache
 from typing import NamedTuple
 
-from wafopt.costmodel.model import stage_workload
-from wafopt.costmodel.operators import SCHEMES, build_layer, op_seconds
+from wafopt.costmodel.operators import SCHEMES, Roofline, build_layer
+from wafopt.costmodel.scenario import Choice, Parallel
 
 # the (pp, index) of a pipeline whose stage `index` has this role: its numbers are the role's in any pp
 ROLE_STAGE = {"only": (1, 0), "first": (2, 0), "middle": (3, 1), "last": (2, 1)}
@@ -34,12 +33,6 @@ class StageNumbers(NamedTuple):
 def stage_role(j: int, p: int) -> str:
     """The role of stage j of p: only, first, middle or last."""
     return "only" if p == 1 else "first" if j == 0 else "last" if j == p - 1 else "middle"
-
-
-def training_with(scenario, micro_batch: int):
-    """The scenario's training hyper-parameters with this micro-batch size."""
-    tr = scenario.training
-    return tr if micro_batch == tr.micro_batch else replace(tr, micro_batch=micro_batch)
 
 
 def state_floor(scenario, par) -> float:
@@ -65,9 +58,10 @@ def exact_stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str,
                         scheme: str) -> StageNumbers:
     """The numbers of a stage with this role holding layers first .. first + n - 1 (the cost
     model's own stage, as in any split)."""
-    tr = training_with(scenario, micro_batch)
     pp, index = ROLE_STAGE[role]
-    st = stage_workload(scenario.llm, tr, scenario.wafer, tp, pp, dp, index, first, n, scheme)
+    choice = Choice(Parallel(tp, pp, dp), scheme, micro_batch)
+    tr = scenario.training_for(choice)
+    st = scenario.stage_workload(choice, index, first, n)
     drop = [u.recomputable and tr.recompute for u in st.units]   # else dropping it saves no memory
     ub = [u.bytes if ok else 0.0 for u, ok in zip(st.units, drop)]
     r = [u.recompute_s if ok else 0.0 for u, ok in zip(st.units, drop)]
@@ -101,13 +95,12 @@ def stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str, first
 def layer_compute(scenario, tp: int, micro_batch: int) -> tuple[float, float]:
     """(forward, backward) compute seconds of one layer per micro-batch, the least over the TP
     schemes and layer kinds (the operators' rooflines of the workload's layer tables)."""
-    wafer, llm = scenario.wafer, scenario.llm
-    flops = wafer.die_flops * wafer.compute_efficiency
+    llm, roofline = scenario.llm, Roofline(scenario.wafer)
     kinds = {llm.is_moe_layer(i) for i in range(llm.layers)}
     f = b = math.inf
     for scheme in SCHEMES:
         for moe in kinds:
-            t = build_layer(llm, training_with(scenario, micro_batch), tp, moe, scheme)
-            f = min(f, sum(op_seconds(t.op(n).fwd, flops, wafer.dram_bandwidth) for n in t.forward if isinstance(n, str)))
-            b = min(b, sum(op_seconds(t.op(n).bwd, flops, wafer.dram_bandwidth) for n in t.backward if isinstance(n, str)))
+            t = build_layer(llm, scenario.training_for(Choice(micro_batch=micro_batch)), tp, moe, scheme)
+            f = min(f, sum(roofline(t.op(n).fwd) for n in t.forward if isinstance(n, str)))
+            b = min(b, sum(roofline(t.op(n).bwd) for n in t.backward if isinstance(n, str)))
     return f, b

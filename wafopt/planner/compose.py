@@ -93,7 +93,7 @@ def fixed_scenario(scenario: Scenario, choice: Choice) -> Scenario:
     fs = replace(scenario, parallel=par, fixed=Fixed(par.tp, par.pp, par.dp))
     if choice.micro_batch is None and choice.layers is None:
         return fs
-    return fs.with_choice(choice.micro_batch, choice.layers)
+    return fs.with_choice(choice)
 
 
 def balanced_split(scenario: Scenario, choice: Choice) -> list[int] | None:

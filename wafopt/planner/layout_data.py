@@ -25,7 +25,6 @@ from wafopt.costmodel.stage_numbers import (
     stage_numbers,
     stage_role,
     state_floor,
-    training_with,
 )
 from wafopt.planner.space import choice_key, choice_size
 
@@ -92,7 +91,7 @@ def misfit(scenario: Scenario, choice: Choice) -> str | None:
     par = choice.parallel
     healthy = len(scenario.mesh().healthy_dies)
     capacity = scenario.wafer.dram_capacity
-    tr = training_with(scenario, choice_size(scenario, choice))
+    tr = scenario.training_for(Choice(micro_batch=choice_size(scenario, choice)))
     if par.dies > healthy:
         return f"needs {par.dies} dies, {healthy} healthy"
     if par.pp > scenario.llm.layers or tr.global_batch % (tr.micro_batch * par.dp):
@@ -142,7 +141,7 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     healthy = len(scenario.mesh().healthy_dies)
     capacity = scenario.wafer.dram_capacity
     size = choice_size(scenario, choice)
-    tr = training_with(scenario, size)
+    tr = scenario.training_for(Choice(micro_batch=size))
     L, p = scenario.llm.layers, par.pp
     schemes = tuple(SCHEMES)
     m = tr.global_batch // (tr.micro_batch * par.dp)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 
 from wafopt.costmodel.scenario import Choice, Scenario
-from wafopt.costmodel.stage_numbers import layer_compute, training_with
+from wafopt.costmodel.stage_numbers import layer_compute
 from wafopt.planner.layout_data import SAFETY, LayoutBound, forward_counts, misfit
 from wafopt.planner.space import choice_size
 
@@ -35,7 +35,7 @@ def quick_bound(scenario: Scenario, choice: Choice) -> LayoutBound:
         return LayoutBound(choice, None, why, tier="quick")
     par = choice.parallel
     size = choice_size(scenario, choice)
-    tr = training_with(scenario, size)
+    tr = scenario.training_for(Choice(micro_batch=size))
     f, b = layer_compute(scenario, par.tp, size)
     m, p = tr.global_batch // (tr.micro_batch * par.dp), par.pp
     # h_k = (every layer's compute) + n_k ((m - 1) b + (c_k - 1) f): only stage k's layers vary
