@@ -36,8 +36,7 @@ from wafopt.compose import methods as kernels
 from wafopt.compose.gcmr import solve_gcmr
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.model import split_layers
-from wafopt.costmodel.operators import SCHEMES
+from wafopt.costmodel.layout import SCHEMES, split_layers
 from wafopt.costmodel.scenario import Choice, Fixed, Parallel, Scenario
 from wafopt.heuristics import placement as placement_heuristics
 from wafopt.heuristics import recompute as recompute_heuristics

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.operators import SCHEMES
+from wafopt.costmodel.layout import SCHEMES
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 from wafopt.costmodel.stage_numbers import (
     kind_prefix,
