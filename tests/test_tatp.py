@@ -108,7 +108,7 @@ def test_exact_methods_match_brute_force_and_heuristics_never_beat_it(case):
                          ids=lambda c: f"{c[0]}x{c[1]}-N{c[2]}-G{c[3]}-f{len(c[4])}{len(c[5])}")
 def test_circuit_fallback_matches_brute_force(case, monkeypatch):
     """With the ring enumeration disabled, cpsat and milp fall back to the per-group models."""
-    import wafopt.models.tatp as exact
+    import wafopt.models.tatp_rings as exact
 
     monkeypatch.setattr(exact, "MAX_COLUMNS", 0)
     rows, cols, N, G, dies, links = case
@@ -120,7 +120,7 @@ def test_circuit_fallback_matches_brute_force(case, monkeypatch):
 
 def test_ring_enumeration_matches_brute_force_costs():
     """enumerate_rings lists exactly the die sets whose best cyclic order costs <= K."""
-    from wafopt.models.tatp import build_data, enumerate_rings
+    from wafopt.models.tatp_rings import build_data, enumerate_rings
 
     ld = loaded(3, 4, 4, 2, [(1, 1)], [((0, 2), (1, 2))])
     inst = ld.instance
@@ -178,7 +178,7 @@ def test_stage_lp_bound_and_fixing_keep_every_better_solution(case):
     """Brute force over every stage solution (disjoint columns plus wildcards): the LP bound is at
     most the stage optimum, and reduced-cost fixing keeps every column (and wildcards) of every
     solution of cost <= upper, for each upper from the bound up."""
-    from wafopt.models.tatp import build_data, enumerate_rings, stage_lp
+    from wafopt.models.tatp_rings import build_data, enumerate_rings, stage_lp
 
     rows, cols_, N, G, dies, links = case
     inst = loaded(rows, cols_, N, G, dies, links).instance
