@@ -5,13 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-def _fmt(v, digits: int = 4) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}g}"
-    return str(v)
+from wafopt.present.tables import number
 
 
 def render(out: dict, top: int = 15) -> str:
@@ -26,8 +20,8 @@ def render(out: dict, top: int = 15) -> str:
     rows = []
     for r in out["table"][:top]:
         rows.append([r["design"], f"{r['rows']}x{r['cols']}", f"{r['die_mm'][0]:.1f}x{r['die_mm'][1]:.1f}",
-                     _fmt(r["die_tflops"]), _fmt(r["dram_gb"]), _fmt(r["dram_tbps"]), _fmt(r["link_tbps"]),
-                     _fmt(r["bound"]), _fmt(r["analytic"]), _fmt(r["value"]), r["fidelity"], r["status"]])
+                     number(r["die_tflops"], 4), number(r["dram_gb"], 4), number(r["dram_tbps"], 4), number(r["link_tbps"], 4),
+                     number(r["bound"], 4), number(r["analytic"], 4), number(r["value"], 4), r["fidelity"], r["status"]])
     widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(head)]
     lines += ["", "  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
@@ -40,7 +34,7 @@ def render(out: dict, top: int = 15) -> str:
     elif best is None:
         lines.append("no design has a feasible plan for every workload")
     else:
-        lines.append(f"best design {best['design']}: {_fmt(best['value'], 6)}"
+        lines.append(f"best design {best['design']}: {number(best['value'], 6)}"
                      + (" (proven: no other design can be better within epsilon)" if out["proven"] else ""))
     if out.get("confidence"):
         c = out["confidence"]
