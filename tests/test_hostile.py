@@ -537,6 +537,7 @@ def test_the_fit_test_tries_every_layer_split(layers, pp, vocab):
     # window where only an uneven split fits
     from dataclasses import replace
 
+    from wafopt.costmodel.scenario import Choice
     from wafopt.problems.plan.instance import _even_split_shortfall, _some_split_fits
 
     data = tiny(1000, vocab=vocab, layers=layers)
@@ -559,7 +560,7 @@ def test_the_fit_test_tries_every_layer_split(layers, pp, vocab):
     assert some_gb < even_gb   # an uneven split needs less: the last stage also holds the LM head
     for gb in [*np.linspace(0.15, 2.5, 40), (some_gb + even_gb) / 2, some_gb * 0.999]:
         scenario = at(gb)
-        brute = [_even_split_shortfall(scenario.with_choice(None, s)) is None for s in splits(layers, pp)]
+        brute = [_even_split_shortfall(scenario.with_choice(Choice(layers=s))) is None for s in splits(layers, pp)]
         assert _some_split_fits(scenario) == any(brute)
         data["wafer"]["dram_gb"] = float(gb)
         if any(brute):
