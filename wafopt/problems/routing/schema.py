@@ -1,4 +1,5 @@
-"""Schema of a routing instance file (problem: routing)."""
+"""A routing instance file (problem: routing): its schema, the checks across its fields and the
+RoutingInstance it builds."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pydantic import Field
 
 from wafopt.core import schema
 from wafopt.core.limits import MAX_DETOUR, MAX_FLOWS
+from wafopt.hardware.mesh import as_die
 from wafopt.hardware.schema import Die, MeshSpec
+from wafopt.problems.routing.instance import Flow, RoutingInstance, make
 
 
 class FlowSpec(schema.Spec):
@@ -33,3 +36,8 @@ class Document(schema.Document):
     mesh: MeshSpec
     flows: Annotated[list[FlowSpec], Field(max_length=MAX_FLOWS)]
     paths: Literal["minimal"] | Detour | None = "minimal"
+
+    def to_instance(self, where: str) -> RoutingInstance:
+        mesh = self.mesh.build(schema.field_at(where, "mesh"))
+        flows = [Flow(as_die(f.src, ""), as_die(f.dst, ""), f.volume, f.label) for f in self.flows]
+        return make(mesh, flows, 0 if self.paths == "minimal" else self.paths.detour, where)

@@ -1,4 +1,4 @@
-"""Schema of a TATP group-mapping instance file (problem: tatp)."""
+"""A TATP group-mapping instance file (problem: tatp): its schema and the TatpInstance it builds."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pydantic import Field
 
 from wafopt.core import schema
 from wafopt.hardware.schema import MeshSpec
+from wafopt.problems.tatp.instance import TatpInstance, make
 
 
 class Document(schema.Document):
@@ -17,3 +18,6 @@ class Document(schema.Document):
     mesh: MeshSpec
     group_size: schema.DieCount = Field(description="N, dies per ring (at least 2)")
     groups: schema.DieCount = Field(description="G, number of rings")
+
+    def to_instance(self, where: str) -> TatpInstance:
+        return make(self.mesh.build(schema.field_at(where, "mesh")), self.group_size, self.groups, where)
