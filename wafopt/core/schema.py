@@ -100,6 +100,7 @@ class Spec(BaseModel):
 
     @model_validator(mode="after")
     def _null_means_default(self):
+        """An optional key given as null takes its default (`tile: null` is the tile [1, 1])."""
         for name, info in type(self).model_fields.items():
             if self.__dict__[name] is None and info.default is not None:
                 self.__dict__[name] = info.default

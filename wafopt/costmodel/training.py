@@ -121,7 +121,7 @@ class StatesSpec(Record):
         return StateBytes(self.weights, self.master, self.moments, self.grads)
 
 
-_ONE_OF = {"flash_attention": "attention", "state_bytes_per_param": "states"}  # older key -> its successor
+_ONE_OF = {"flash_attention": "attention", "state_bytes_per_param": "states"}  # alternative key -> the key it spells
 
 
 class TrainingSpec(Record):
@@ -134,10 +134,10 @@ class TrainingSpec(Record):
     micro_batch: Annotated[tuple[int, ...], BeforeValidator(_micro_batches)]
     global_batch: count(positive=True)
     attention: text(*ATTENTIONS) = "standard"
-    flash_attention: Flag = None           # older form of attention: flash
+    flash_attention: Flag = None           # true: attention flash, false: standard
     sequence_parallel: Flag = False
     states: Any = DEFAULT_STATES           # a preset name or {weights, master, moments, grads}
-    state_bytes_per_param: quantity(positive=True) = None   # older form: a preset's total
+    state_bytes_per_param: quantity(positive=True) = None   # the total of a states preset, naming it
     distributed_optimizer: Flag = False
     activation_bytes: count(positive=True) = 2
     workspace_gb: quantity(nonnegative=True) = 0.0
@@ -146,7 +146,7 @@ class TrainingSpec(Record):
     @model_validator(mode="before")
     @classmethod
     def _one_of(cls, data):
-        """An older key and its successor exclude each other; the older key given must say something."""
+        """A key and its alternative exclude each other; an alternative key given must have a value."""
         if isinstance(data, dict):
             for old, new in _ONE_OF.items():
                 if old in data and new in data:
@@ -157,7 +157,7 @@ class TrainingSpec(Record):
 
     @classmethod
     def allowed_keys(cls, data: dict) -> list[str]:
-        """An older key is listed only when given, and then instead of its successor."""
+        """An alternative key is listed only when given, and then instead of the key it spells."""
         keys = list(cls.model_fields)
         for old, new in _ONE_OF.items():
             keys.remove(new if old in data else old)
