@@ -9,7 +9,6 @@ from pydantic import Field
 
 from wafopt.core import schema
 from wafopt.core.limits import MAX_DETOUR, MAX_FLOWS
-from wafopt.hardware.mesh import as_die
 from wafopt.hardware.schema import Die, MeshSpec
 from wafopt.problems.routing.instance import Flow, RoutingInstance, make
 
@@ -39,5 +38,5 @@ class Document(schema.Document):
 
     def to_instance(self, where: str) -> RoutingInstance:
         mesh = self.mesh.build(schema.field_at(where, "mesh"))
-        flows = [Flow(as_die(f.src, ""), as_die(f.dst, ""), f.volume, f.label) for f in self.flows]
+        flows = [Flow(tuple(f.src), tuple(f.dst), f.volume, f.label) for f in self.flows]
         return make(mesh, flows, 0 if self.paths == "minimal" else self.paths.detour, where)
