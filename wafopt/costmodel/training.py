@@ -131,7 +131,7 @@ class TrainingSpec(Record):
     keys_after_fields: ClassVar[bool] = True
 
     seq: count(positive=True)
-    micro_batch: Annotated[tuple[int, ...], BeforeValidator(_micro_batches)]
+    micro_batch: Annotated[Any, BeforeValidator(_micro_batches)]   # a size or a list: the sorted sizes
     global_batch: count(positive=True)
     attention: text(*ATTENTIONS) = "standard"
     flash_attention: Flag = None           # true: attention flash, false: standard
@@ -179,6 +179,19 @@ class TrainingSpec(Record):
                 raise InstanceError(f"must be a multiple of micro_batch {b}, got {training.global_batch}",
                                     at("global_batch"))
         return training
+
+    @classmethod
+    def of(cls, training: Training) -> "TrainingSpec":
+        """Every key but the alternative ones; states by its preset name when it is a preset."""
+        sizes = training.micro_batches
+        presets = [name for name, preset in STATE_PRESETS.items() if preset == training.states]
+        states = presets[0] if presets else StatesSpec.model_construct(**vars(training.states))
+        return cls.model_construct(
+            seq=training.seq, micro_batch=sizes[0] if len(sizes) == 1 else list(sizes),
+            global_batch=training.global_batch, attention=training.attention,
+            sequence_parallel=training.sequence_parallel, states=states,
+            distributed_optimizer=training.distributed_optimizer, activation_bytes=training.activation_bytes,
+            workspace_gb=training.workspace_bytes / GB, recompute=training.recompute)
 
     def _states(self, at) -> StateBytes:
         if self.state_bytes_per_param is not None:

@@ -1,4 +1,5 @@
-"""A scenario instance file (problem: plan): its schema, the Scenario it builds and its checks.
+"""A scenario instance file (problem: plan): its schema, the Scenario it builds and its checks, and
+the document of a Scenario.
 
 `wafer` and `model` are a preset name or a mapping ({preset: NAME, <overrides>} or every field
 inline) and `training` a mapping: their records (wafopt.hardware.catalog.WaferSpec and LLMSpec,
@@ -15,8 +16,8 @@ from pydantic import Field
 from wafopt.core import schema
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
-from wafopt.costmodel.training import parse_training
-from wafopt.hardware.catalog import resolve_llm, resolve_wafer
+from wafopt.costmodel.training import TrainingSpec, parse_training
+from wafopt.hardware.catalog import LLMSpec, WaferSpec, resolve_llm, resolve_wafer
 from wafopt.problems.plan.instance import check_fits
 
 
@@ -62,3 +63,12 @@ class Document(schema.Document):
         scenario = Scenario(wafer, llm, training, parallel, fixed)
         check_fits(scenario)
         return scenario
+
+    @classmethod
+    def keys_of(cls, scenario: Scenario) -> dict:
+        keys = {"wafer": WaferSpec.of(scenario.wafer).dump(), "model": LLMSpec.of(scenario.llm).dump(),
+                "training": TrainingSpec.of(scenario.training).dump()}
+        fixed = {k: v for k, v in vars(scenario.fixed).items() if v is not None}
+        if fixed:
+            keys["parallel"] = ParallelSpec.model_construct(**fixed)
+        return keys

@@ -1,5 +1,5 @@
-"""A routing instance file (problem: routing): its schema, the checks across its fields and the
-RoutingInstance it builds."""
+"""A routing instance file (problem: routing): its schema, the checks across its fields, the
+RoutingInstance it builds and the document of one."""
 
 from __future__ import annotations
 
@@ -40,3 +40,10 @@ class Document(schema.Document):
         mesh = self.mesh.build(schema.field_at(where, "mesh"))
         flows = [Flow(tuple(f.src), tuple(f.dst), f.volume, f.label) for f in self.flows]
         return make(mesh, flows, 0 if self.paths == "minimal" else self.paths.detour, where)
+
+    @classmethod
+    def keys_of(cls, inst: RoutingInstance) -> dict:
+        flows = [FlowSpec.model_construct(src=list(f.src), dst=list(f.dst), volume=f.volume,
+                                          **({"label": f.label} if f.label else {})) for f in inst.flows]
+        paths = "minimal" if inst.detour == 0 else Detour.model_construct(detour=inst.detour)
+        return {"mesh": MeshSpec.of(inst.mesh), "flows": flows, "paths": paths}

@@ -1,4 +1,5 @@
-"""A TATP group-mapping instance file (problem: tatp): its schema and the TatpInstance it builds."""
+"""A TATP group-mapping instance file (problem: tatp): its schema, the TatpInstance it builds and
+the document of one."""
 
 from __future__ import annotations
 
@@ -21,3 +22,7 @@ class Document(schema.Document):
 
     def to_instance(self, where: str) -> TatpInstance:
         return make(self.mesh.build(schema.field_at(where, "mesh")), self.group_size, self.groups, where)
+
+    @classmethod
+    def keys_of(cls, inst: TatpInstance) -> dict:
+        return {"mesh": MeshSpec.of(inst.mesh), "group_size": inst.group_size, "groups": inst.groups}
