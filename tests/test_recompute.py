@@ -17,8 +17,8 @@ from wafopt.problems.recompute.instance import (
     Unit,
     from_scenario,
     generate,
-    to_mapping,
 )
+from wafopt.problems.recompute.schema import Document
 from wafopt.run.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,7 +173,7 @@ def test_dp_with_rounded_quanta_stays_feasible_and_not_better_than_milp():
 def test_generator_is_reproducible_and_parses():
     a, b = generate(7, 4, 16, 3), generate(7, 4, 16, 3)
     assert a == b
-    assert parse_instance(to_mapping(a, "g")).instance == a
+    assert parse_instance(Document.of(a, "g").dump()).instance == a
 
 
 def test_shipped_generated_instances_come_from_the_seeded_generator():

@@ -1,16 +1,29 @@
 """Training hyper-parameters of a scenario (`training:`): sequence, micro-batch sizes, global
-batch, attention kind, model-state bytes per parameter and the memory options. Sources and
-defaults: docs/workload.md.
+batch, attention kind, model-state bytes per parameter and the memory options; TrainingSpec
+describes the mapping. Sources and defaults: docs/workload.md.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Annotated, Any, ClassVar, Mapping
+
+from pydantic import BeforeValidator, model_validator
 
 from wafopt.core.errors import InstanceError
-from wafopt.core.fields import Fields
+from wafopt.core.files import excerpt
 from wafopt.core.limits import MAX_COUNT
+from wafopt.core.schema import (
+    Flag,
+    Record,
+    checked_count,
+    count,
+    field_at,
+    quantity,
+    rule,
+    text,
+    validate,
+)
 from wafopt.costmodel.operators import ATTENTIONS
 from wafopt.hardware.catalog import GB
 
@@ -78,77 +91,129 @@ class Training:
         return self.states.total
 
 
-def parse_training(fields_or_mapping: Fields | Mapping, where: str = "training") -> Training:
-    """Parse the `training:` mapping (or a Fields over it; finish() is called here)."""
-    f = fields_or_mapping if isinstance(fields_or_mapping, Fields) else Fields(fields_or_mapping,
-                                                                               where)
-    seq = f.integer("seq", positive=True)
-    sizes = _parse_micro_batches(f)
-    global_batch = f.integer("global_batch", positive=True)
-    attention = _parse_attention(f)
-    training = Training(
-        seq=seq, micro_batch=sizes[0], global_batch=global_batch, attention=attention, micro_batches=sizes,
-        sequence_parallel=f.boolean("sequence_parallel", False),
-        states=_parse_states(f),
-        distributed_optimizer=f.boolean("distributed_optimizer", False),
-        activation_bytes=f.integer("activation_bytes", 2, positive=True),
-        workspace_bytes=f.number("workspace_gb", 0.0, nonnegative=True) * GB,
-        recompute=f.boolean("recompute", True),
-    )
-    f.finish()
-    for b in sizes:
-        if training.global_batch % b:
-            raise InstanceError(f"must be a multiple of micro_batch {b}, got {training.global_batch}",
-                                f.path("global_batch"))
-    return training
-
-
-def _parse_micro_batches(f: Fields) -> tuple[int, ...]:
+def _micro_batches(raw) -> tuple[int, ...]:
     """`micro_batch: 2` or the allowed sizes `micro_batch: [1, 2, 4]` (the planner chooses one per
     plan); sorted, the least first."""
-    raw = f.raw("micro_batch")
     if not isinstance(raw, list):
-        return (f.integer("micro_batch", positive=True),)
+        return (checked_count(raw, positive=True),)
     if not 1 <= len(raw) <= MAX_MICRO_BATCH_CHOICES:
-        raise InstanceError(f"a list of micro-batch sizes must have 1 to {MAX_MICRO_BATCH_CHOICES} entries, "
-                            f"got {len(raw)}", f.path("micro_batch"))
+        raise rule(f"a list of micro-batch sizes must have 1 to {MAX_MICRO_BATCH_CHOICES} entries, got {len(raw)}")
     for k, v in enumerate(raw):
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0 or v > MAX_COUNT:
-            raise InstanceError(f"must be a positive integer, got {v!r:.60}", f"{f.path('micro_batch')}[{k}]")
+            raise rule(f"must be a positive integer, got {v!r:.60}", k)
     if len(set(raw)) != len(raw):
-        raise InstanceError(f"lists a micro-batch size twice: {raw!r:.60}", f.path("micro_batch"))
+        raise rule(f"lists a micro-batch size twice: {raw!r:.60}")
     return tuple(sorted(raw))
 
 
-def _parse_attention(f: Fields) -> str:
-    """`attention: standard | flash`; the older `flash_attention: true/false` still reads."""
-    if f.has("attention") and f.has("flash_attention"):
-        raise InstanceError("give attention or flash_attention, not both", f.path("flash_attention"))
-    if f.has("flash_attention"):
-        return "flash" if f.boolean("flash_attention") else "standard"
-    return f.string("attention", "standard", choices=ATTENTIONS)
+class StatesSpec(Record):
+    """Bytes of model state per parameter."""
+
+    null_is_missing: ClassVar[bool] = True
+    keys_after_fields: ClassVar[bool] = True
+
+    weights: quantity(positive=True)
+    master: quantity(nonnegative=True)
+    moments: quantity(nonnegative=True)
+    grads: quantity(nonnegative=True)
+
+    def build(self, where: str) -> StateBytes:
+        return StateBytes(self.weights, self.master, self.moments, self.grads)
 
 
-def _parse_states(f: Fields) -> StateBytes:
-    """`states:` a preset name or {weights, master, moments, grads} bytes per parameter; the older
-    `state_bytes_per_param: N` reads as the preset with that total."""
-    if f.has("states") and f.has("state_bytes_per_param"):
-        raise InstanceError("give states or state_bytes_per_param, not both", f.path("state_bytes_per_param"))
-    if f.has("state_bytes_per_param"):
-        total = f.number("state_bytes_per_param", positive=True)
-        for preset in STATE_PRESETS.values():
-            if preset.total == total:
-                return preset
-        raise InstanceError(f"must be the total of a states preset ({', '.join(f'{k} {v.total:g}' for k, v in STATE_PRESETS.items())}), "
-                            f"got {total:g}; give states: {{weights, master, moments, grads}} instead",
-                            f.path("state_bytes_per_param"))
-    spec = f.raw("states", DEFAULT_STATES)
-    if isinstance(spec, str):
-        if spec not in STATE_PRESETS:
-            raise InstanceError(f"unknown preset {spec!r} (known: {', '.join(STATE_PRESETS)})", f.path("states"))
-        return STATE_PRESETS[spec]
-    g = Fields(spec, f.path("states"))
-    states = StateBytes(g.number("weights", positive=True), g.number("master", nonnegative=True),
-                        g.number("moments", nonnegative=True), g.number("grads", nonnegative=True))
-    g.finish()
-    return states
+_ONE_OF = {"flash_attention": "attention", "state_bytes_per_param": "states"}  # alternative key -> the key it spells
+
+
+class TrainingSpec(Record):
+    """The `training:` mapping of a scenario."""
+
+    null_is_missing: ClassVar[bool] = True
+    keys_after_fields: ClassVar[bool] = True
+
+    seq: count(positive=True)
+    micro_batch: Annotated[Any, BeforeValidator(_micro_batches)]   # a size or a list: the sorted sizes
+    global_batch: count(positive=True)
+    attention: text(*ATTENTIONS) = "standard"
+    flash_attention: Flag = None           # true: attention flash, false: standard
+    sequence_parallel: Flag = False
+    states: Any = DEFAULT_STATES           # a preset name or {weights, master, moments, grads}
+    state_bytes_per_param: quantity(positive=True) = None   # the total of a states preset, naming it
+    distributed_optimizer: Flag = False
+    activation_bytes: count(positive=True) = 2
+    workspace_gb: quantity(nonnegative=True) = 0.0
+    recompute: Flag = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_of(cls, data):
+        """A key and its alternative exclude each other; an alternative key given must have a value."""
+        if isinstance(data, dict):
+            for old, new in _ONE_OF.items():
+                if old in data and new in data:
+                    raise rule(f"give {new} or {old}, not both", old)
+                if old in data and data[old] is None:
+                    raise rule("missing required field", old)
+        return data
+
+    @classmethod
+    def allowed_keys(cls, data: dict) -> list[str]:
+        """An alternative key is listed only when given, and then instead of the key it spells."""
+        keys = list(cls.model_fields)
+        for old, new in _ONE_OF.items():
+            keys.remove(new if old in data else old)
+        return keys
+
+    def build(self, where: str) -> Training:
+        at = lambda key: field_at(where, key)  # noqa: E731
+        sizes = self.micro_batch
+        attention = self.attention
+        if self.flash_attention is not None:
+            attention = "flash" if self.flash_attention else "standard"
+        training = Training(
+            seq=self.seq, micro_batch=sizes[0], global_batch=self.global_batch, attention=attention,
+            micro_batches=sizes, sequence_parallel=self.sequence_parallel, states=self._states(at),
+            distributed_optimizer=self.distributed_optimizer, activation_bytes=self.activation_bytes,
+            workspace_bytes=self.workspace_gb * GB, recompute=self.recompute)
+        for b in sizes:
+            if training.global_batch % b:
+                raise InstanceError(f"must be a multiple of micro_batch {b}, got {training.global_batch}",
+                                    at("global_batch"))
+        return training
+
+    @classmethod
+    def of(cls, training: Training) -> "TrainingSpec":
+        """Every key but the alternative ones; states by its preset name when it is a preset."""
+        sizes = training.micro_batches
+        presets = [name for name, preset in STATE_PRESETS.items() if preset == training.states]
+        states = presets[0] if presets else StatesSpec.model_construct(**vars(training.states))
+        return cls.model_construct(
+            seq=training.seq, micro_batch=sizes[0] if len(sizes) == 1 else list(sizes),
+            global_batch=training.global_batch, attention=training.attention,
+            sequence_parallel=training.sequence_parallel, states=states,
+            distributed_optimizer=training.distributed_optimizer, activation_bytes=training.activation_bytes,
+            workspace_gb=training.workspace_bytes / GB, recompute=training.recompute)
+
+    def _states(self, at) -> StateBytes:
+        if self.state_bytes_per_param is not None:
+            total = self.state_bytes_per_param
+            for preset in STATE_PRESETS.values():
+                if preset.total == total:
+                    return preset
+            raise InstanceError(f"must be the total of a states preset ({', '.join(f'{k} {v.total:g}' for k, v in STATE_PRESETS.items())}), "
+                                f"got {total:g}; give states: {{weights, master, moments, grads}} instead",
+                                at("state_bytes_per_param"))
+        spec = self.states
+        if isinstance(spec, str):
+            if spec not in STATE_PRESETS:
+                raise InstanceError(f"unknown preset {spec!r} (known: {', '.join(STATE_PRESETS)})", at("states"))
+            return STATE_PRESETS[spec]
+        if not isinstance(spec, dict):
+            raise InstanceError(f"expected a mapping, got {type(spec).__name__} {excerpt(spec)}", at("states"))
+        return validate(StatesSpec, spec, at("states")).value
+
+
+def parse_training(mapping: Mapping, where: str = "training") -> Training:
+    """The Training of a `training:` mapping (raises InstanceError naming the field below `where`)."""
+    if not isinstance(mapping, dict):
+        raise InstanceError(f"expected a mapping, got {type(mapping).__name__} {excerpt(mapping)}", where)
+    return validate(TrainingSpec, mapping, where).value

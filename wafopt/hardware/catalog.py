@@ -5,7 +5,8 @@ TFLOPS, microseconds); the dataclasses hold SI units (bytes, bytes/s, FLOP/s, se
 1 GB = 1e9 bytes and 1 TB/s = 1e12 bytes/s. Formulas and sources: docs/workload.md.
 
 A spec is a preset name, a mapping `{preset: NAME, <field overrides>}`, or a mapping with
-every field inline. Bad specs raise InstanceError naming the field path and the value.
+every field inline; LLMSpec and WaferSpec describe the merged mapping. Bad specs raise
+InstanceError naming the field path and the value.
 """
 
 from __future__ import annotations
@@ -14,13 +15,22 @@ import copy
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
 from wafopt.core.errors import InstanceError
-from wafopt.core.fields import Fields
 from wafopt.core.limits import MAX_AMOUNT, MAX_LAYERS, MIN_RATE
+from wafopt.core.schema import (
+    Entries,
+    Flag,
+    Record,
+    count,
+    field_at,
+    quantity,
+    text,
+    validate,
+)
 from wafopt.hardware.mesh import Die, Mesh
 
 GB = 1e9          # bytes
@@ -154,15 +164,7 @@ class LLM:
 
     def to_spec(self) -> dict:
         """Inline mapping that resolve_llm turns back into an equal LLM."""
-        spec = {"name": self.name, "layers": self.layers, "hidden": self.hidden,
-                "heads": self.heads, "kv_heads": self.kv_heads, "ffn_hidden": self.ffn_hidden,
-                "vocab": self.vocab, "mlp": self.mlp, "experts": self.experts,
-                "top_k": self.top_k, "moe_every": self.moe_every,
-                "dense_layers": self.dense_layers, "tied_embeddings": self.tied_embeddings,
-                "max_positions": self.max_positions, "source": self.source}
-        if self.expert_ffn_hidden is not None:
-            spec["expert_ffn_hidden"] = self.expert_ffn_hidden
-        return spec
+        return LLMSpec.of(self).dump()
 
 
 # --------------------------------------------------------------------------------------------
@@ -198,15 +200,7 @@ class Wafer:
 
     def to_spec(self) -> dict:
         """Inline mapping in human units that resolve_wafer turns back into an equal Wafer."""
-        return {"name": self.name, "rows": self.rows, "cols": self.cols,
-                "die_tflops": self.die_flops / TFLOPS, "dram_gb": self.dram_capacity / GB,
-                "dram_bw_tbps": self.dram_bandwidth / TB_PER_S,
-                "link_bw_tbps": self.link_bandwidth / TB_PER_S,
-                "link_latency_us": self.link_latency / US,
-                "faulty_dies": sorted([list(d) for d in self.faulty_dies]),
-                "faulty_links": sorted([sorted([list(d) for d in link])
-                                        for link in self.faulty_links]),
-                "source": self.source, "compute_efficiency": self.compute_efficiency}
+        return WaferSpec.of(self).dump()
 
 
 @lru_cache(maxsize=256)
@@ -239,8 +233,8 @@ def wafer_presets() -> list[str]:
 def _merged_spec(spec: Any, presets: dict, where: str) -> tuple[dict, str]:
     """Turn a spec into (full inline mapping, where-path of its fields).
 
-    A preset entry is copied and overridden by the other keys of the spec, so the one parser
-    validates presets, overrides and inline specs alike.
+    A preset entry is copied and overridden by the other keys of the spec, so one record
+    (LLMSpec, WaferSpec) validates presets, overrides and inline specs alike.
     """
     known = ", ".join(presets)
     if isinstance(spec, str):
@@ -262,71 +256,109 @@ def _merged_spec(spec: Any, presets: dict, where: str) -> tuple[dict, str]:
     return base, where
 
 
+class LLMSpec(Record):
+    """An LLM mapping (human-readable counts), presets merged with overrides."""
+
+    null_is_missing: ClassVar[bool] = True
+    keys_after_fields: ClassVar[bool] = True
+
+    name: text() = "custom"
+    layers: count(positive=True, maximum=MAX_LAYERS)
+    hidden: count(positive=True)
+    heads: count(positive=True)
+    kv_heads: count(positive=True) = None   # default: heads (MHA)
+    ffn_hidden: count(positive=True)
+    vocab: count(positive=True)
+    mlp: text(*MLP_KINDS) = "gelu"
+    experts: count(positive=True) = 1
+    top_k: count(positive=True) = 1
+    moe_every: count(nonnegative=True) = 0
+    dense_layers: count(nonnegative=True) = 0
+    expert_ffn_hidden: count(positive=True) = None
+    tied_embeddings: Flag = False
+    max_positions: count(nonnegative=True) = 0
+    source: text() = "user-defined"
+
+    def build(self, where: str) -> LLM:
+        at = lambda key: field_at(where, key)  # noqa: E731
+        heads = self.heads
+        kv_heads = self.kv_heads if self.kv_heads is not None else heads
+        if self.hidden % heads:
+            raise InstanceError(f"hidden {self.hidden} is not a multiple of heads {heads}", at("heads"))
+        if kv_heads > heads or heads % kv_heads:
+            raise InstanceError(f"must divide heads {heads}, got {kv_heads!r}", at("kv_heads"))
+        if self.top_k > self.experts:
+            raise InstanceError(f"must be <= experts {self.experts}, got {self.top_k!r}", at("top_k"))
+        if self.moe_every > 0 and self.experts < 2:
+            raise InstanceError(f"a MoE model (moe_every {self.moe_every}) needs >= 2 experts, got "
+                                f"{self.experts!r}", at("experts"))
+        if self.experts > 1 and self.moe_every == 0:
+            raise InstanceError(f"{self.experts} experts need moe_every >= 1, got 0", at("moe_every"))
+        if self.dense_layers > self.layers:
+            raise InstanceError(f"must be <= layers {self.layers}, got {self.dense_layers!r}", at("dense_layers"))
+        return LLM(self.name, self.layers, self.hidden, heads, kv_heads, self.ffn_hidden, self.vocab, self.mlp,
+                   self.experts, self.top_k, self.moe_every, self.dense_layers, self.expert_ffn_hidden,
+                   self.tied_embeddings, self.max_positions, self.source)
+
+    @classmethod
+    def of(cls, llm: LLM) -> "LLMSpec":
+        keys = {name: getattr(llm, name) for name in cls.model_fields}
+        if llm.expert_ffn_hidden is None:
+            del keys["expert_ffn_hidden"]
+        return cls.model_construct(**keys)
+
+
+class WaferSpec(Record):
+    """A wafer mapping in human units (TFLOPS, GB, TB/s, microseconds), presets merged with overrides."""
+
+    null_is_missing: ClassVar[bool] = True
+    keys_after_fields: ClassVar[bool] = True
+
+    name: text() = "custom"
+    rows: count(positive=True)
+    cols: count(positive=True)
+    die_tflops: quantity(minimum=MIN_RATE)
+    dram_gb: quantity(positive=True, maximum=MAX_AMOUNT / GB)
+    dram_bw_tbps: quantity(minimum=MIN_RATE)
+    link_bw_tbps: quantity(minimum=MIN_RATE)
+    link_latency_us: quantity(nonnegative=True) = DEFAULT_LINK_LATENCY_US
+    faulty_dies: Entries = []
+    faulty_links: Entries = []
+    source: text() = "user-defined"
+    compute_efficiency: quantity(minimum=MIN_RATE) = 1.0
+
+    def build(self, where: str) -> Wafer:
+        if self.compute_efficiency > 1:
+            raise InstanceError(f"must lie in (0, 1], got {self.compute_efficiency!r}",
+                                field_at(where, "compute_efficiency"))
+        # Mesh.build checks that faults lie inside the grid and faulty links join neighbours.
+        mesh = Mesh.build(self.rows, self.cols, self.faulty_dies, self.faulty_links, self.link_bw_tbps * TB_PER_S,
+                          self.link_latency_us * US, where)
+        if not mesh.healthy_dies:
+            raise InstanceError(f"every die of the {self.rows} x {self.cols} mesh is faulty",
+                                field_at(where, "faulty_dies"))
+        return Wafer(self.name, self.rows, self.cols, self.die_tflops * TFLOPS, self.dram_gb * GB,
+                     self.dram_bw_tbps * TB_PER_S, mesh.link_bandwidth, mesh.link_latency, mesh.faulty_dies,
+                     mesh.faulty_links, self.source, self.compute_efficiency)
+
+    @classmethod
+    def of(cls, wafer: Wafer) -> "WaferSpec":
+        return cls.model_construct(
+            name=wafer.name, rows=wafer.rows, cols=wafer.cols, die_tflops=wafer.die_flops / TFLOPS,
+            dram_gb=wafer.dram_capacity / GB, dram_bw_tbps=wafer.dram_bandwidth / TB_PER_S,
+            link_bw_tbps=wafer.link_bandwidth / TB_PER_S, link_latency_us=wafer.link_latency / US,
+            faulty_dies=sorted([list(d) for d in wafer.faulty_dies]),
+            faulty_links=sorted([sorted([list(d) for d in link]) for link in wafer.faulty_links]),
+            source=wafer.source, compute_efficiency=wafer.compute_efficiency)
+
+
 def resolve_llm(spec: Any, where: str = "model") -> LLM:
     """Preset name, {preset: NAME, overrides...} or an inline mapping -> validated LLM."""
     data, where = _merged_spec(spec, _load("llms.yaml"), where)
-    f = Fields(data, where)
-    name = f.string("name", "custom")
-    layers = f.integer("layers", positive=True, maximum=MAX_LAYERS)
-    hidden = f.integer("hidden", positive=True)
-    heads = f.integer("heads", positive=True)
-    kv_heads = f.integer("kv_heads", heads, positive=True)
-    ffn_hidden = f.integer("ffn_hidden", positive=True)
-    vocab = f.integer("vocab", positive=True)
-    mlp = f.string("mlp", "gelu", choices=MLP_KINDS)
-    experts = f.integer("experts", 1, positive=True)
-    top_k = f.integer("top_k", 1, positive=True)
-    moe_every = f.integer("moe_every", 0, nonnegative=True)
-    dense_layers = f.integer("dense_layers", 0, nonnegative=True)
-    expert_ffn_hidden = f.integer("expert_ffn_hidden", None, positive=True)
-    tied = f.boolean("tied_embeddings", False)
-    max_positions = f.integer("max_positions", 0, nonnegative=True)
-    source = f.string("source", "user-defined")
-    f.finish()
-
-    if hidden % heads:
-        raise InstanceError(f"hidden {hidden} is not a multiple of heads {heads}", f.path("heads"))
-    if kv_heads > heads or heads % kv_heads:
-        raise InstanceError(f"must divide heads {heads}, got {kv_heads!r}", f.path("kv_heads"))
-    if top_k > experts:
-        raise InstanceError(f"must be <= experts {experts}, got {top_k!r}", f.path("top_k"))
-    if moe_every > 0 and experts < 2:
-        raise InstanceError(f"a MoE model (moe_every {moe_every}) needs >= 2 experts, got "
-                            f"{experts!r}", f.path("experts"))
-    if experts > 1 and moe_every == 0:
-        raise InstanceError(f"{experts} experts need moe_every >= 1, got 0", f.path("moe_every"))
-    if dense_layers > layers:
-        raise InstanceError(f"must be <= layers {layers}, got {dense_layers!r}",
-                            f.path("dense_layers"))
-    return LLM(name, layers, hidden, heads, kv_heads, ffn_hidden, vocab, mlp, experts, top_k,
-               moe_every, dense_layers, expert_ffn_hidden, tied, max_positions, source)
+    return validate(LLMSpec, data, where).value
 
 
 def resolve_wafer(spec: Any, where: str = "wafer") -> Wafer:
     """Preset name, {preset: NAME, overrides...} or an inline mapping (human units) -> Wafer."""
     data, where = _merged_spec(spec, _load("wafers.yaml"), where)
-    f = Fields(data, where)
-    name = f.string("name", "custom")
-    rows = f.integer("rows", positive=True)
-    cols = f.integer("cols", positive=True)
-    die_tflops = f.number("die_tflops", minimum=MIN_RATE)
-    dram_gb = f.number("dram_gb", positive=True, maximum=MAX_AMOUNT / GB)
-    dram_bw_tbps = f.number("dram_bw_tbps", minimum=MIN_RATE)
-    link_bw_tbps = f.number("link_bw_tbps", minimum=MIN_RATE)
-    link_latency_us = f.number("link_latency_us", DEFAULT_LINK_LATENCY_US, nonnegative=True)
-    faulty_dies = f.list("faulty_dies", [])
-    faulty_links = f.list("faulty_links", [])
-    source = f.string("source", "user-defined")
-    compute_efficiency = f.number("compute_efficiency", 1.0, minimum=MIN_RATE)
-    f.finish()
-    if compute_efficiency > 1:
-        raise InstanceError(f"must lie in (0, 1], got {compute_efficiency!r}", f.path("compute_efficiency"))
-    # Mesh.build checks that faults lie inside the grid and faulty links join neighbours.
-    mesh = Mesh.build(rows, cols, faulty_dies, faulty_links, link_bw_tbps * TB_PER_S,
-                      link_latency_us * US, where)
-    if not mesh.healthy_dies:
-        raise InstanceError(f"every die of the {rows} x {cols} mesh is faulty",
-                            f.path("faulty_dies"))
-    return Wafer(name, rows, cols, die_tflops * TFLOPS, dram_gb * GB, dram_bw_tbps * TB_PER_S,
-                 mesh.link_bandwidth, mesh.link_latency, mesh.faulty_dies, mesh.faulty_links,
-                 source, compute_efficiency)
+    return validate(WaferSpec, data, where).value

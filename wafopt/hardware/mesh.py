@@ -78,25 +78,6 @@ class Mesh:
         return cls(rows, cols, frozenset(dies), frozenset(links), float(link_bandwidth),
                    float(link_latency))
 
-    @classmethod
-    def from_spec(cls, spec, where: str = "mesh") -> "Mesh":
-        """Parse the `mesh:` mapping of a kernel instance."""
-        from wafopt.core.fields import Fields
-
-        f = Fields(spec, where)
-        mesh = cls.build(f.integer("rows", positive=True), f.integer("cols", positive=True),
-                         f.list("faulty_dies", default=[]), f.list("faulty_links", default=[]),
-                         f.number("link_bandwidth", default=1.0, positive=True),
-                         f.number("link_latency", default=0.0, nonnegative=True), where)
-        f.finish()
-        return mesh
-
-    def to_spec(self) -> dict:
-        return {"rows": self.rows, "cols": self.cols,
-                "faulty_dies": sorted([list(d) for d in self.faulty_dies]),
-                "faulty_links": sorted([sorted([list(d) for d in link]) for link in self.faulty_links]),
-                "link_bandwidth": self.link_bandwidth, "link_latency": self.link_latency}
-
     # --- dies and links -------------------------------------------------------------------
     def index(self, die: Die) -> int:
         return die[0] * self.cols + die[1]

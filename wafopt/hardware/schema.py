@@ -1,4 +1,4 @@
-"""Schema of the `mesh:` mapping of kernel instances (wafopt.hardware.mesh.Mesh.from_spec)."""
+"""The `mesh:` mapping of kernel instances: its schema, the Mesh it builds and the mapping of a Mesh."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pydantic_core import PydanticCustomError
 
 from wafopt.core.limits import MAX_DIES, MAX_MESH_SIDE
 from wafopt.core.schema import Rate, Seconds, Spec, integer
+from wafopt.hardware.mesh import Mesh
 
 Coordinate = integer(0, MAX_MESH_SIDE - 1)
 Die = Annotated[list[Coordinate], Field(min_length=2, max_length=2, description="[row, col]")]
@@ -32,3 +33,18 @@ class MeshSpec(Spec):
             raise PydanticCustomError("too_many_dies", f"{self.rows} x {self.cols} = {self.rows * self.cols:,} dies, "
                                       f"more than the limit of {MAX_DIES:,}")
         return self
+
+    def build(self, where: str) -> Mesh:
+        """The Mesh; faults must lie in it and faulty links join neighbours (InstanceError at `where`)."""
+        return Mesh.build(self.rows, self.cols, self.faulty_dies or [], self.faulty_links or [],
+                          self.link_bandwidth, self.link_latency, where)
+
+    @classmethod
+    def of(cls, mesh: Mesh, links: bool = True) -> "MeshSpec":
+        """The mapping of `mesh`, faults sorted; with `links`, its link bandwidth and latency too."""
+        keys = {"rows": mesh.rows, "cols": mesh.cols,
+                "faulty_dies": sorted([list(d) for d in mesh.faulty_dies]),
+                "faulty_links": sorted([sorted([list(d) for d in link]) for link in mesh.faulty_links])}
+        if links:
+            keys.update(link_bandwidth=mesh.link_bandwidth, link_latency=mesh.link_latency)
+        return cls.model_construct(**keys)

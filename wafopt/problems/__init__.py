@@ -1,7 +1,9 @@
 """The problems: one package per problem (`wafopt.problems.<problem>`) with
-- `instance.py`: the typed instance, `parse(fields)`, `METHODS` (name -> "module:function"),
-  `DEFAULT_METHODS`, `OBJECTIVE`, `summary(instance)`, and for kernels of a scenario a pure
-  `from_scenario(scenario, ...)` that takes every decision it depends on as an input;
+- `schema.py`: `Document`, the one description of its instance files: validation checks every
+  field and the rules across fields and builds the typed instance; `Document.of(instance).dump()`
+  writes an instance back as a document;
+- `instance.py`: the typed instance, `OBJECTIVE`, `summary(instance)`, and for kernels of a
+  scenario a pure `from_scenario(scenario, ...)` that takes every decision it depends on as an input;
 - `evaluate.py`: `evaluate(instance, plan) -> Evaluation`, the shared evaluator;
 - `certificate.py`: the checkers that re-derive certified bounds from the instance.
 
@@ -16,22 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from wafopt.core.errors import InstanceError, PlanError
-from wafopt.core.fields import Fields
-from wafopt.core.files import check_document, display_path, read_mapping
+from wafopt.core.files import check_document, display_path, excerpt, read_mapping
 from wafopt.core.limits import MAX_INSTANCE_NODES
 from wafopt.core.registry import PROBLEMS, problem_module, problem_part
-from wafopt.core.schema import validate
+from wafopt.core.schema import SCHEMA_VERSION, Document, KnownOptimum, validate  # noqa: F401 (re-exported)
 from wafopt.problems.evaluation import Evaluation
 
-SCHEMA_VERSION = 1
-COMMON_KEYS = ("problem", "schema", "name", "description", "source", "known_optimum")
-
-
-@dataclass
-class KnownOptimum:
-    value: float
-    source: str
-    proven: bool = True  # False for a best known value (e.g. QAPLIB tho40)
+COMMON_KEYS = tuple(f.alias or name for name, f in Document.model_fields.items())
 
 
 @dataclass
@@ -53,15 +46,9 @@ class Loaded:
         return problem_module(self.problem)
 
 
-def document_schema(problem: str):
-    """The pydantic model of a problem's instance files (wafopt.problems.<problem>.schema), or
-    None for a problem that publishes none (its parser alone checks the document)."""
-    try:
-        return problem_part(problem, "schema").Document
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{PROBLEMS[problem]}.schema":
-            raise
-        return None
+def document_schema(problem: str) -> type[Document]:
+    """The pydantic model of a problem's instance files (wafopt.problems.<problem>.schema)."""
+    return problem_part(problem, "schema").Document
 
 
 def parse_instance(data: dict, path: str | None = None, sha256: str | None = None) -> Loaded:
@@ -69,30 +56,26 @@ def parse_instance(data: dict, path: str | None = None, sha256: str | None = Non
     where = str(path) if path else "instance"
     if not isinstance(data, dict):
         raise InstanceError(f"expected a mapping with a 'problem:' key, got {type(data).__name__}", where)
-    f = Fields(data, "")
     try:
         check_document(data, MAX_INSTANCE_NODES)
-        problem = f.string("problem", choices=tuple(PROBLEMS))
-        document = document_schema(problem)
-        if document is not None:
-            validate(document, data)  # types, limits, unknown keys; the problem's parser then builds
-        schema = f.integer("schema", default=SCHEMA_VERSION, positive=True)
-        if schema > SCHEMA_VERSION:
-            raise InstanceError(f"schema version {schema} is newer than this wafopt supports "
-                                f"({SCHEMA_VERSION})", "schema")
-        name = f.string("name", default=Path(path).stem if path else problem)
-        f.string("description", default="")
-        f.raw("source", default=None)
-        known = None
-        if f.has("known_optimum"):
-            k = f.mapping("known_optimum")
-            known = KnownOptimum(k.number("value"), k.string("source"), k.boolean("proven", default=True))
-            k.finish()
-        instance = problem_module(problem).parse(f)
-        f.finish()
+        problem = _problem_of(data)
+        document = validate(document_schema(problem), data)  # every field, the rules across them, the instance
     except InstanceError as exc:
         raise InstanceError(str(exc), where) from None
-    return Loaded(str(path) if path else None, problem, instance, data, sha256, name, known)
+    name = document.name if document.name is not None else (Path(path).stem if path else problem)
+    return Loaded(str(path) if path else None, problem, document.value, data, sha256, name, document.known_optimum)
+
+
+def _problem_of(data: dict) -> str:
+    """The `problem:` key, which chooses the Document that describes the rest."""
+    problem = data.get("problem")
+    if problem is None:
+        raise InstanceError("missing required field", "problem")
+    if not isinstance(problem, str):
+        raise InstanceError(f"must be a string, got {excerpt(problem)}", "problem")
+    if problem not in PROBLEMS:
+        raise InstanceError(f"must be one of {', '.join(PROBLEMS)}; got {excerpt(problem)}", "problem")
+    return problem
 
 
 def load(path: str | Path) -> Loaded:

@@ -18,10 +18,11 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from wafopt.core.errors import InstanceError
-from wafopt.core.fields import Fields
 from wafopt.costmodel.scenario import Choice
-from wafopt.hardware.mesh import UNREACHABLE, Die, Mesh, as_die
+from wafopt.hardware.mesh import UNREACHABLE, Die, Mesh
 
 OBJECTIVE = "offloaded volume x hops (instance volume units x hops)"
 
@@ -94,52 +95,6 @@ class MemPairInstance:
         return None
 
 
-def parse(f: Fields) -> MemPairInstance:
-    mesh = Mesh.from_spec(f.raw("mesh"), f.path("mesh"))
-    used: dict[Die, str] = {}
-
-    def die_at(raw, where):
-        die = as_die(raw, where)
-        if not mesh.contains(die):
-            raise InstanceError(f"die {list(die)} lies outside the {mesh.rows} x {mesh.cols} mesh", where)
-        if not mesh.is_healthy(die):
-            raise InstanceError(f"die {list(die)} is faulty", where)
-        if die in used:
-            raise InstanceError(f"die {list(die)} already appears as {used[die]}", where)
-        used[die] = where
-        return die
-
-    senders, helpers = [], []
-    for k, raw in enumerate(f.list("senders")):
-        s = Fields(raw, f.path(f"senders[{k}]"))
-        senders.append(Sender(die_at(s.raw("die"), s.path("die")), s.number("overflow", nonnegative=True)))
-        s.finish()
-    for k, raw in enumerate(f.list("helpers")):
-        h = Fields(raw, f.path(f"helpers[{k}]"))
-        helpers.append(Helper(die_at(h.raw("die"), h.path("die")), h.number("spare", nonnegative=True)))
-        h.finish()
-    chunk = f.number("chunk", default=1.0, positive=True)
-    K = f.integer("max_helpers_per_sender", default=None, positive=True)
-    if not senders:
-        raise InstanceError("needs at least one sender (nothing to place otherwise)", f.path("senders"))
-    return MemPairInstance(mesh, tuple(senders), tuple(helpers), chunk, K)
-
-
-def to_mapping(inst: MemPairInstance, name: str | None = None, description: str = "") -> dict:
-    out = {"problem": "mem_pair"}
-    if name:
-        out["name"] = name
-    if description:
-        out["description"] = description
-    out["mesh"] = {k: v for k, v in inst.mesh.to_spec().items() if k not in ("link_bandwidth", "link_latency")}
-    out["senders"] = [{"die": list(s.die), "overflow": s.overflow} for s in inst.senders]
-    out["helpers"] = [{"die": list(h.die), "spare": h.spare} for h in inst.helpers]
-    out["chunk"] = inst.chunk
-    if inst.max_helpers_per_sender is not None:
-        out["max_helpers_per_sender"] = inst.max_helpers_per_sender
-    return out
-
-
 def generate(seed: int, rows: int, cols: int, senders: int, helpers: int, chunk: float = 1.0,
              max_chunks: int = 12, slack: float = 1.15, faulty_dies: int = 0,
              max_helpers_per_sender: int | None = None) -> MemPairInstance:
@@ -148,8 +103,6 @@ def generate(seed: int, rows: int, cols: int, senders: int, helpers: int, chunk:
     Overflows are whole chunks in 1..max_chunks; spares are integers scaled so that the total
     spare is `slack` times the total overflow.
     """
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     cells = [(r, c) for r in range(rows) for c in range(cols)]
     order = rng.permutation(len(cells))

@@ -30,9 +30,8 @@ from functools import cached_property
 import numpy as np
 
 from wafopt.core.errors import InstanceError
-from wafopt.core.fields import Fields
-from wafopt.core.numeric import exact
 from wafopt.hardware.mesh import Die, Mesh
+from wafopt.problems.plan.layouts import tile_shapes
 
 OBJECTIVE = "WATOS Eq. 2 cost: sum of volume x hops, Mem_pair flows x (1 + gamma) (flow volume units x hops)"
 
@@ -159,91 +158,6 @@ class PlacementInstance:
         return [lay for lay in (layout(self.mesh, t) for t in self.tiles) if len(lay.slots) >= self.stages]
 
 
-# --- parsing -----------------------------------------------------------------------------------
-
-def _tile(value, where: str) -> Tile:
-    if (not isinstance(value, (list, tuple)) or len(value) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
-        raise InstanceError(f"expected a tile shape [h, w] of two positive integers, got {value!r}", where)
-    return (int(value[0]), int(value[1]))
-
-
-def _triples(items: list, where: str, what: str) -> list[tuple[int, int, float]]:
-    out = []
-    for k, item in enumerate(items):
-        w = f"{where}[{k}]"
-        if (not isinstance(item, (list, tuple)) or len(item) != 3
-                or not all(isinstance(v, int) and not isinstance(v, bool) for v in item[:2])
-                or not isinstance(item[2], (int, float)) or isinstance(item[2], bool)):
-            raise InstanceError(f"expected [{what}, volume] (two stage indices and a number), "
-                                f"got {item!r}", w)
-        i, j, vol = int(item[0]), int(item[1]), float(item[2])
-        if i < 0 or j < 0:
-            raise InstanceError(f"stage indices must be >= 0, got {item!r}", w)
-        if i == j:
-            raise InstanceError(f"a flow needs two different stages, got {item!r}", w)
-        if not np.isfinite(vol) or vol < 0:
-            raise InstanceError(f"volume must be a finite number >= 0, got {item[2]!r}", w)
-        out.append((i, j, vol))
-    return out
-
-
-def parse(f: Fields) -> PlacementInstance:
-    mesh = Mesh.from_spec(f.raw("mesh"), f.path("mesh"))
-    mesh.require_connected(f.path("mesh"))
-    raw_tile = f.raw("tile", default=[1, 1])
-    if isinstance(raw_tile, list) and raw_tile and all(isinstance(t, list) for t in raw_tile):
-        tiles = [_tile(t, f"{f.path('tile')}[{k}]") for k, t in enumerate(raw_tile)]
-    else:
-        tiles = [_tile(raw_tile, f.path("tile"))]
-    if len(set(tiles)) != len(tiles):
-        raise InstanceError(f"repeated tile shape in {raw_tile!r}", f.path("tile"))
-    stages = f.integer("stages", default=None, positive=True)
-    if f.has("flows") and f.has("flow_matrix"):
-        raise InstanceError("give either flows or flow_matrix, not both", f.path("flow_matrix"))
-    pairs = _triples(f.list("pairs", default=[]), f.path("pairs"), "sender, helper")
-    if f.has("flow_matrix"):
-        rows = f.list("flow_matrix")  # entries checked by the schema: finite numbers in [0, 2^53]
-        n = len(rows)
-        for i, row in enumerate(rows):
-            if not isinstance(row, list) or len(row) != n:
-                raise InstanceError(f"expected a row of {n} numbers (the matrix is {n} x {n}), got {row!r:.60}",
-                                    f"{f.path('flow_matrix')}[{i}]")
-        flow = np.array(rows, dtype=float).reshape(n, n)
-        if stages is not None and stages != n:
-            raise InstanceError(f"stages is {stages} but flow_matrix is {n} x {n}", f.path("stages"))
-    else:
-        flows = _triples(f.list("flows", default=[]), f.path("flows"), "i, j")
-        n = stages if stages is not None else 1 + max([max(i, j) for i, j, _ in flows + pairs], default=-1)
-        if n == 0:
-            raise InstanceError("no stages: give flows, flow_matrix or stages", f.path("flows"))
-        flow = np.zeros((n, n))
-        for k, (i, j, vol) in enumerate(flows):
-            if max(i, j) >= n:
-                raise InstanceError(f"stage index {max(i, j)} out of range (stages: {n})", f"{f.path('flows')}[{k}]")
-            flow[i, j] = float(exact(flow[i, j]) + exact(vol))  # repeated flows: the exact decimal sum
-    for k, (s, h, _) in enumerate(pairs):
-        if max(s, h) >= n:
-            raise InstanceError(f"stage index {max(s, h)} out of range (stages: {n})", f"{f.path('pairs')}[{k}]")
-    inst = PlacementInstance(mesh, tiles, flow, pairs)
-    if not inst.layouts:
-        counts = ", ".join(f"{h}x{w}: {len(layout(mesh, (h, w)).slots)}" for h, w in tiles)
-        raise InstanceError(f"{n} stages do not fit: usable slots per tile shape {counts}", f.path("tile"))
-    return inst
-
-
-def to_mapping(inst: PlacementInstance) -> dict:
-    """The instance as a YAML-ready mapping (without the common keys)."""
-    n = inst.stages
-    out = {"mesh": inst.mesh.to_spec(),
-           "tile": list(inst.tiles[0]) if len(inst.tiles) == 1 else [list(t) for t in inst.tiles],
-           "stages": n,
-           "flows": [[i, j, float(inst.flow[i, j])] for i in range(n) for j in range(n) if inst.flow[i, j] > 0]}
-    if inst.pairs:
-        out["pairs"] = [[s, h, v] for s, h, v in inst.pairs]
-    return out
-
-
 def sparse_pipeline(stages: int, rows: int, cols: int, mem_pairs: int, seed: int) -> dict:
     """A seeded synthetic pipeline instance: chain volumes 1..10 each way, `mem_pairs` Mem_pair flows
     from a stage of the first half (Sender) to one of the second half (Helper), volume 1..5."""
@@ -273,8 +187,6 @@ def from_scenario(scenario) -> PlacementInstance:
     workload = scenario.workload()
     mesh = scenario.wafer.mesh()
     pp, dp = int(workload.pp), int(workload.dp)
-    from wafopt.problems.plan.layouts import tile_shapes
-
     tiles = tile_shapes(int(workload.tp), mesh)
     flow = np.zeros((pp * dp, pp * dp))
     volume = float(workload.microbatches) * float(workload.p2p_bytes)  # each way, per iteration

@@ -1,12 +1,15 @@
-"""Schema of a stage-placement instance file (problem: placement)."""
+"""A stage-placement instance file (problem: placement): its schema, the checks across its fields,
+the PlacementInstance it builds and the document of one."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, WithJsonSchema
+import numpy as np
+from pydantic import AfterValidator, Field, WithJsonSchema, field_validator
 
 from wafopt.core import schema
+from wafopt.core.errors import InstanceError
 from wafopt.core.files import excerpt
 from wafopt.core.limits import (
     MAX_FLOWS,
@@ -15,7 +18,9 @@ from wafopt.core.limits import (
     MAX_TILE_SHAPES,
     MAX_VOLUME,
 )
+from wafopt.core.numeric import exact
 from wafopt.hardware.schema import MeshSpec
+from wafopt.problems.placement.instance import PlacementInstance, layout
 
 
 def _is_int(value) -> bool:
@@ -81,3 +86,77 @@ class Document(schema.Document):
                            Field(max_length=MAX_STAGES)] | None = Field(None, description="dense n x n volumes")
     pairs: Annotated[list[Triple], Field(max_length=MAX_FLOWS)] | None = Field(
         None, description="Mem_pair flows [sender, helper, volume]")
+
+    @field_validator("flow_matrix", mode="wrap")
+    @classmethod
+    def _square(cls, rows, handler):
+        """n rows of n numbers (the rows as given in the message)."""
+        value = handler(rows)
+        for i, row in enumerate(rows if value is not None else []):
+            if len(row) != len(rows):
+                n = len(rows)
+                raise schema.rule(f"expected a row of {n} numbers (the matrix is {n} x {n}), got {row!r:.60}", i)
+        return value
+
+    def to_instance(self, where: str) -> PlacementInstance:
+        at = lambda key: schema.field_at(where, key)  # noqa: E731
+        mesh = self.mesh.build(at("mesh"))
+        mesh.require_connected(at("mesh"))
+        raw_tile = self.tile
+        shapes = raw_tile if raw_tile and all(isinstance(t, list) for t in raw_tile) else [raw_tile]
+        tiles = [(int(h), int(w)) for h, w in shapes]
+        if len(set(tiles)) != len(tiles):
+            raise InstanceError(f"repeated tile shape in {raw_tile!r}", at("tile"))
+        stages = self.stages
+        given = self.model_fields_set
+        if "flows" in given and "flow_matrix" in given:
+            raise InstanceError("give either flows or flow_matrix, not both", at("flow_matrix"))
+        pairs = _triples(self.pairs or [], at("pairs"))
+        if "flow_matrix" in given:
+            rows = self.flow_matrix
+            if rows is None:
+                raise InstanceError("missing required field", at("flow_matrix"))
+            n = len(rows)
+            flow = np.array(rows, dtype=float).reshape(n, n)
+            if stages is not None and stages != n:
+                raise InstanceError(f"stages is {stages} but flow_matrix is {n} x {n}", at("stages"))
+        else:
+            flows = _triples(self.flows or [], at("flows"))
+            n = stages if stages is not None else 1 + max([max(i, j) for i, j, _ in flows + pairs], default=-1)
+            if n == 0:
+                raise InstanceError("no stages: give flows, flow_matrix or stages", at("flows"))
+            flow = np.zeros((n, n))
+            for k, (i, j, vol) in enumerate(flows):
+                if max(i, j) >= n:
+                    raise InstanceError(f"stage index {max(i, j)} out of range (stages: {n})", f"{at('flows')}[{k}]")
+                flow[i, j] = float(exact(flow[i, j]) + exact(vol))  # repeated flows: the exact decimal sum
+        for k, (s, h, _) in enumerate(pairs):
+            if max(s, h) >= n:
+                raise InstanceError(f"stage index {max(s, h)} out of range (stages: {n})", f"{at('pairs')}[{k}]")
+        inst = PlacementInstance(mesh, tiles, flow, pairs)
+        if not inst.layouts:
+            counts = ", ".join(f"{h}x{w}: {len(layout(mesh, (h, w)).slots)}" for h, w in tiles)
+            raise InstanceError(f"{n} stages do not fit: usable slots per tile shape {counts}", at("tile"))
+        return inst
+
+    @classmethod
+    def keys_of(cls, inst: PlacementInstance) -> dict:
+        n = inst.stages
+        keys = {"mesh": MeshSpec.of(inst.mesh),
+                "tile": list(inst.tiles[0]) if len(inst.tiles) == 1 else [list(t) for t in inst.tiles],
+                "stages": n,
+                "flows": [[i, j, float(inst.flow[i, j])] for i in range(n) for j in range(n) if inst.flow[i, j] > 0]}
+        if inst.pairs:
+            keys["pairs"] = [[s, h, v] for s, h, v in inst.pairs]
+        return keys
+
+
+def _triples(items: list, where: str) -> list[tuple[int, int, float]]:
+    """Validated [i, j, volume] items (Triple) as tuples; i and j must differ."""
+    out = []
+    for k, item in enumerate(items):
+        i, j, vol = item
+        if i == j:
+            raise InstanceError(f"a flow needs two different stages, got {item!r}", f"{where}[{k}]")
+        out.append((i, j, float(vol)))
+    return out

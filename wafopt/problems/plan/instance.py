@@ -16,36 +16,12 @@ import math
 from dataclasses import asdict, replace
 
 from wafopt.core.errors import InstanceError
-from wafopt.core.fields import Fields
-from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
+from wafopt.costmodel.model import stage_schemes, stage_workload
+from wafopt.costmodel.scenario import Scenario
 
 OBJECTIVE = "1F1B iteration time (s)"
 
 GB = 1e9
-
-
-def parse_parallel(f: Fields) -> tuple[Parallel | None, Fixed]:
-    """tp and pp given: a fixed layout (dp default 1); otherwise what is given is fixed and the
-    planner searches the rest."""
-    given = {k: f.integer(k, default=None, positive=True) for k in ("tp", "pp", "dp")}
-    f.finish()
-    if given["tp"] is not None and given["pp"] is not None:
-        par = Parallel(given["tp"], given["pp"], given["dp"] or 1)
-        return par, Fixed(par.tp, par.pp, par.dp)
-    return None, Fixed(**given)
-
-
-def parse(f: Fields) -> Scenario:
-    from wafopt.costmodel.training import parse_training
-    from wafopt.hardware.catalog import resolve_llm, resolve_wafer
-
-    wafer = resolve_wafer(f.raw("wafer"), f.path("wafer"))
-    llm = resolve_llm(f.raw("model"), f.path("model"))
-    training = parse_training(f.raw("training"), f.path("training"))
-    parallel, fixed = parse_parallel(f.mapping("parallel")) if f.has("parallel") else (None, Fixed())
-    scenario = Scenario(wafer, llm, training, parallel, fixed)
-    check_fits(scenario)
-    return scenario
 
 
 def check_fits(scenario: Scenario) -> None:
@@ -107,8 +83,6 @@ def _some_split_fits(scenario: Scenario) -> bool:
     """Conditions 1 and 2 for some contiguous layer split and allowed micro-batch size (a plan may
     choose both). Stage memory depends only on the stage, its layers and their kinds, so a DP over
     stages finds the least pooled memory (2) among the splits whose every stage passes (1)."""
-    from wafopt.costmodel.model import stage_schemes, stage_workload
-
     par, llm, capacity = scenario.parallel, scenario.llm, scenario.wafer.dram_capacity
     L, p = llm.layers, par.pp
     if p * (L - p + 1) ** 2 > 2 * FIT_DP_STEPS:

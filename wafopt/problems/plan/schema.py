@@ -1,9 +1,10 @@
-"""Schema of a scenario instance file (problem: plan).
+"""A scenario instance file (problem: plan): its schema, the Scenario it builds and its checks, and
+the document of a Scenario.
 
 `wafer` and `model` are a preset name or a mapping ({preset: NAME, <overrides>} or every field
-inline) and `training` a mapping: the catalog (wafopt.hardware.catalog) and the cost model
-(wafopt.costmodel.model) define and check their fields, since presets merge with overrides
-there; the reader's limits (finite numbers, depth, size) apply to them like to every value.
+inline) and `training` a mapping: their records (wafopt.hardware.catalog.WaferSpec and LLMSpec,
+wafopt.costmodel.training.TrainingSpec) define and check their fields once presets are merged
+with overrides; the reader's limits (finite numbers, depth, size) apply to them like to every value.
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ from typing import Any, Literal
 from pydantic import Field
 
 from wafopt.core import schema
+from wafopt.core.errors import InstanceError
+from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
+from wafopt.costmodel.training import TrainingSpec, parse_training
+from wafopt.hardware.catalog import LLMSpec, WaferSpec, resolve_llm, resolve_wafer
+from wafopt.problems.plan.instance import check_fits
 
 
 class ParallelSpec(schema.Spec):
@@ -21,6 +27,14 @@ class ParallelSpec(schema.Spec):
     tp: schema.DieCount | None = None
     pp: schema.DieCount | None = None
     dp: schema.DieCount | None = None
+
+    def layout(self) -> tuple[Parallel | None, Fixed]:
+        """tp and pp given: a fixed layout (dp default 1); otherwise what is given is fixed and the
+        planner searches the rest."""
+        if self.tp is not None and self.pp is not None:
+            par = Parallel(self.tp, self.pp, self.dp or 1)
+            return par, Fixed(par.tp, par.pp, par.dp)
+        return None, Fixed(self.tp, self.pp, self.dp)
 
 
 class Document(schema.Document):
@@ -37,3 +51,24 @@ class Document(schema.Document):
                                                  "choose from, at most 16), global_batch and the optional "
                                                  "training settings of the cost model")
     parallel: ParallelSpec | None = None
+
+    def to_instance(self, where: str) -> Scenario:
+        at = lambda key: schema.field_at(where, key)  # noqa: E731
+        wafer = resolve_wafer(self.wafer, at("wafer"))
+        llm = resolve_llm(self.model, at("model"))
+        training = parse_training(self.training, at("training"))
+        if self.parallel is None and "parallel" in self.model_fields_set:
+            raise InstanceError("missing required field", at("parallel"))   # null: not a partial layout
+        parallel, fixed = self.parallel.layout() if self.parallel is not None else (None, Fixed())
+        scenario = Scenario(wafer, llm, training, parallel, fixed)
+        check_fits(scenario)
+        return scenario
+
+    @classmethod
+    def keys_of(cls, scenario: Scenario) -> dict:
+        keys = {"wafer": WaferSpec.of(scenario.wafer).dump(), "model": LLMSpec.of(scenario.llm).dump(),
+                "training": TrainingSpec.of(scenario.training).dump()}
+        fixed = {k: v for k, v in vars(scenario.fixed).items() if v is not None}
+        if fixed:
+            keys["parallel"] = ParallelSpec.model_construct(**fixed)
+        return keys

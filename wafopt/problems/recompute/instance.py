@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wafopt.core.errors import InstanceError
-from wafopt.core.fields import Fields
+import numpy as np
+
 from wafopt.costmodel.scenario import Choice
 from wafopt.costmodel.schedule import one_f_one_b
+from wafopt.problems.plan.evaluate import evaluate
+from wafopt.problems.plan.layouts import default_placement
 
 MODES = ("local", "pooled")
 
@@ -80,47 +82,6 @@ class RecomputeInstance:
         return None
 
 
-def parse(f: Fields) -> RecomputeInstance:
-    mode = f.string("mode", default="local", choices=MODES)
-    m = f.integer("microbatches", positive=True)
-    units = []
-    for j, raw in enumerate(f.list("units")):
-        u = Fields(raw, f.path(f"units[{j}]"))
-        units.append(Unit(u.string("name", default=f"unit{j}"), u.number("mem", nonnegative=True),
-                          u.number("recompute", nonnegative=True)))
-        u.finish()
-    if not units:
-        raise InstanceError("needs at least one operator unit", f.path("units"))
-    names = [u.name for u in units]
-    for j, name in enumerate(names):
-        if names.index(name) != j:
-            raise InstanceError(f"duplicate unit name {name!r}", f.path(f"units[{j}].name"))
-    stages = []
-    for i, raw in enumerate(f.list("stages")):
-        s = Fields(raw, f.path(f"stages[{i}]"))
-        stages.append(Stage(s.integer("layers", nonnegative=True), s.integer("inflight", positive=True),
-                            s.number("state", nonnegative=True), s.number("capacity", nonnegative=True),
-                            s.number("compute", nonnegative=True)))
-        s.finish()
-    if not stages:
-        raise InstanceError("needs at least one stage", f.path("stages"))
-    return RecomputeInstance(mode, m, tuple(units), tuple(stages))
-
-
-def to_mapping(inst: RecomputeInstance, name: str | None = None, description: str = "") -> dict:
-    """The instance as an instance-file mapping (for generated and scenario-derived instances)."""
-    out = {"problem": "recompute"}
-    if name:
-        out["name"] = name
-    if description:
-        out["description"] = description
-    out.update({"mode": inst.mode, "microbatches": inst.microbatches,
-                "units": [{"name": u.name, "mem": u.mem, "recompute": u.recompute} for u in inst.units],
-                "stages": [{"layers": s.layers, "inflight": s.inflight, "state": s.state,
-                            "capacity": s.capacity, "compute": s.compute} for s in inst.stages]})
-    return out
-
-
 def generate(seed: int, stages: int, layers: int, units: int, mode: str = "pooled",
              microbatches: int | None = None, tightness: float = 0.55) -> RecomputeInstance:
     """A reproducible random instance: `layers` layers split over `stages` 1F1B stages.
@@ -129,8 +90,6 @@ def generate(seed: int, stages: int, layers: int, units: int, mode: str = "poole
     them exactly). `tightness` sets the DRAM capacity between the state (0) and the state plus all
     activations of the most loaded stage (1); stage 0 holds the most micro-batches in flight.
     """
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     m = microbatches or 2 * stages
     per = [layers // stages + (1 if i < layers % stages else 0) for i in range(stages)]
@@ -156,9 +115,6 @@ def from_scenario(scenario, placement: dict | None = None) -> RecomputeInstance:
     plus TP and pipeline communication time on that placement. Bytes are rounded to whole bytes
     and seconds to whole nanoseconds, so the exact models scale exactly. Pure: no solver runs.
     """
-    from wafopt.problems.plan.evaluate import evaluate
-    from wafopt.problems.plan.layouts import default_placement
-
     placement = placement if placement is not None else default_placement(scenario)
     work = scenario.workload(Choice(schemes=placement.get("tp_scheme")))
     rows = evaluate(scenario, placement).details["stages"]

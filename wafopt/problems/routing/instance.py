@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wafopt.core.errors import InstanceError
-from wafopt.core.fields import Fields
-from wafopt.hardware.mesh import Die, Mesh, as_die
+from wafopt.hardware.mesh import Die, Mesh
+from wafopt.problems.tatp.instance import layer_volumes
 
 OBJECTIVE = "peak directed-link load / bandwidth (s per iteration, or instance units)"
 
@@ -54,27 +54,6 @@ def make(mesh: Mesh, flows: list[Flow], detour: int, where: str = "") -> Routing
     return RoutingInstance(mesh, tuple(flows), detour)
 
 
-def parse(f: Fields) -> RoutingInstance:
-    mesh = Mesh.from_spec(f.raw("mesh"), f.path("mesh"))
-    flows = []
-    for k, item in enumerate(f.list("flows")):
-        ff = Fields(item, f.path(f"flows[{k}]"))
-        src = as_die(ff.raw("src"), ff.path("src"))
-        dst = as_die(ff.raw("dst"), ff.path("dst"))
-        flows.append(Flow(src, dst, ff.number("volume", positive=True), ff.string("label", default="")))
-        ff.finish()
-    spec = f.raw("paths", default="minimal")
-    if spec == "minimal":
-        detour = 0
-    elif isinstance(spec, dict):
-        pf = Fields(spec, f.path("paths"))
-        detour = pf.integer("detour", nonnegative=True)
-        pf.finish()
-    else:
-        raise InstanceError(f"must be 'minimal' or {{detour: k}}, got {spec!r}", f.path("paths"))
-    return make(mesh, flows, detour, f.where)
-
-
 def flows_for_groups(mesh: Mesh, groups: list[list[Die]], ring_bytes: float,
                      dp_bytes: float = 0.0) -> list[Flow]:
     """The flows of one TATP round plus the concurrent DP traffic of a group mapping.
@@ -109,8 +88,6 @@ def flows_for_groups(mesh: Mesh, groups: list[list[Die]], ring_bytes: float,
 def from_scenario(scenario, groups: list) -> RoutingInstance:
     """Flows of the scenario's TATP rings `groups` (each a list of dies in ring order) and their DP
     traffic: ring bytes and DP bytes of one TATP round of the up-projection (per die)."""
-    from wafopt.problems.tatp.instance import layer_volumes
-
     vol = layer_volumes(scenario)
     mesh = scenario.wafer.mesh()
     return make(mesh, flows_for_groups(mesh, groups, vol["ring_bytes"], vol["dp_bytes"]), 0, "parallel")

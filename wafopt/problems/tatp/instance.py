@@ -1,6 +1,6 @@
 """TATP group mapping (TEMP, WaferLLM): partition healthy dies into G rings of N dies.
 
-Instance fields: `mesh` (see wafopt.hardware.mesh.Mesh.from_spec), `group_size` N >= 2, `groups` G >= 1.
+Instance fields: `mesh` (wafopt.hardware.schema.MeshSpec), `group_size` N >= 2, `groups` G >= 1.
 A plan is `{"groups": [[[r, c] x N in cyclic order] x G]}`; the evaluator is wafopt.problems.tatp.evaluate.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wafopt.core.errors import InstanceError
-from wafopt.core.fields import Fields
 from wafopt.hardware.mesh import Mesh
 
 OBJECTIVE = "sum of ring costs (hops)"
@@ -43,11 +42,6 @@ def make(mesh: Mesh, group_size: int, groups: int, where: str = "") -> TatpInsta
                             f"mesh has only {healthy} healthy dies", f"{prefix}groups")
     mesh.require_connected(f"{prefix}mesh")
     return TatpInstance(mesh, group_size, groups)
-
-
-def parse(f: Fields) -> TatpInstance:
-    mesh = Mesh.from_spec(f.raw("mesh"), f.path("mesh"))
-    return make(mesh, f.integer("group_size", positive=True), f.integer("groups", positive=True), f.where)
 
 
 def from_scenario(scenario) -> TatpInstance:

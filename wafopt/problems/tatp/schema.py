@@ -1,4 +1,5 @@
-"""Schema of a TATP group-mapping instance file (problem: tatp)."""
+"""A TATP group-mapping instance file (problem: tatp): its schema, the TatpInstance it builds and
+the document of one."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pydantic import Field
 
 from wafopt.core import schema
 from wafopt.hardware.schema import MeshSpec
+from wafopt.problems.tatp.instance import TatpInstance, make
 
 
 class Document(schema.Document):
@@ -17,3 +19,10 @@ class Document(schema.Document):
     mesh: MeshSpec
     group_size: schema.DieCount = Field(description="N, dies per ring (at least 2)")
     groups: schema.DieCount = Field(description="G, number of rings")
+
+    def to_instance(self, where: str) -> TatpInstance:
+        return make(self.mesh.build(schema.field_at(where, "mesh")), self.group_size, self.groups, where)
+
+    @classmethod
+    def keys_of(cls, inst: TatpInstance) -> dict:
+        return {"mesh": MeshSpec.of(inst.mesh), "group_size": inst.group_size, "groups": inst.groups}
