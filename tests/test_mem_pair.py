@@ -19,7 +19,7 @@ from wafopt.problems.mem_pair.instance import (
     Sender,
     generate,
 )
-from wafopt.problems.mem_pair.schema import Document
+from wafopt.problems.mem_pair.schema import MemPairDocument
 from wafopt.run.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,7 +175,7 @@ def test_bad_input_names_field_and_value(change, message):
 def test_generator_is_reproducible_and_parses():
     a = generate(5, 8, 8, 10, 12, faulty_dies=3)
     assert a == generate(5, 8, 8, 10, 12, faulty_dies=3)
-    assert parse_instance(Document.of(a, "g").dump()).instance == a
+    assert parse_instance(MemPairDocument.of(a, "g").dump()).instance == a
 
 
 def test_shipped_generated_instances_come_from_the_seeded_generator():

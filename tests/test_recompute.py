@@ -18,7 +18,7 @@ from wafopt.problems.recompute.instance import (
     from_scenario,
     generate,
 )
-from wafopt.problems.recompute.schema import Document
+from wafopt.problems.recompute.schema import RecomputeDocument
 from wafopt.run.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,7 +173,7 @@ def test_dp_with_rounded_quanta_stays_feasible_and_not_better_than_milp():
 def test_generator_is_reproducible_and_parses():
     a, b = generate(7, 4, 16, 3), generate(7, 4, 16, 3)
     assert a == b
-    assert parse_instance(Document.of(a, "g").dump()).instance == a
+    assert parse_instance(RecomputeDocument.of(a, "g").dump()).instance == a
 
 
 def test_shipped_generated_instances_come_from_the_seeded_generator():

@@ -64,7 +64,7 @@ from wafopt.run.methods import methods
 # ~60 ms to the start-up of every command (`wafopt --help` included).
 _ON_FIRST_USE = {
     "wafopt.api.exploring": ("Exploration", "explore"),
-    "wafopt.api.scenarios": ("Ablation", "Calibration", "SimulationRun", "ablation", "calibrate", "scenario",
+    "wafopt.api.scenarios": ("AblationRun", "Calibration", "SimulationRun", "ablation", "calibrate", "scenario",
                              "simulate", "tatp_report", "workload"),
     "wafopt.simulate.engine": ("MemoryOverflow",),
 }
@@ -78,7 +78,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "Ablation", "Bound", "Calibration", "CompareJob", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
+    "AblationRun", "Bound", "Calibration", "CompareJob", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
     "EXIT_INVALID", "EXIT_NO_PLAN", "EXIT_OK", "EXPORT_FORMATS", "Exploration", "Instance", "InstanceError",
     "MemoryOverflow", "PROBLEMS", "Result", "SOLUTIONS_DIR", "SimulationRun", "SolveOptions", "Status",
     "__version__", "ablation", "applicable", "as_instance", "calibrate", "certify", "certify_file", "check_warm_start",

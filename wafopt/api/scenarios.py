@@ -56,7 +56,7 @@ def workload(path: str | Path, tp: int | None = None, pp: int | None = None, dp:
 
 
 @dataclass
-class Ablation:
+class AblationRun:
     """What each part of the planner adds over MG-wafer on one scenario."""
 
     name: str
@@ -64,12 +64,12 @@ class Ablation:
     interrupted: bool
 
 
-def ablation(path: str | Path, time_limit: float | None = 300.0, seed: int = 0, quiet: bool = True) -> Ablation:
+def ablation(path: str | Path, time_limit: float | None = 300.0, seed: int = 0, quiet: bool = True) -> AblationRun:
     """The planner's steps one by one (WATOS Fig. 18), each with a share of the time limit."""
     loaded = scenario(path)
     opts = options(time_limit, seed, None, quiet).start()
     rows = planner_ablation(loaded.instance, opts)
-    return Ablation(loaded.name, rows, opts.interrupted)
+    return AblationRun(loaded.name, rows, opts.interrupted)
 
 
 def tatp_report(path: str | Path, combos: str = "snake+xy,tiles+xy,tiles+tcme", time_limit: float = 10.0,

@@ -17,16 +17,19 @@ from wafopt.core.errors import InstanceError
 from wafopt.heuristics.recompute import dp_plan
 from wafopt.heuristics.tatp import tile_groups
 from wafopt.problems import Loaded, problem_module
+from wafopt.problems.mem_pair.instance import from_scenario as mem_pair_kernel
 from wafopt.problems.plan.layouts import default_placement
 from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
 from wafopt.problems.recompute.instance import plan_recompute
+from wafopt.problems.routing.instance import from_scenario as routing_kernel
+from wafopt.problems.tatp.instance import from_scenario as tatp_kernel
 
 
 def kernel_of(scenario, problem: str, placement: dict | None = None, recompute: list | None = None,
               groups: list | None = None):
     """The `problem` kernel of a scenario; decisions not given get the documented defaults."""
     if problem == "recompute":
-        return problem_module("recompute").from_scenario(scenario, placement)
+        return recompute_kernel(scenario, placement)
     if problem == "mem_pair":
         placement = placement if placement is not None else default_placement(scenario)
         if recompute is None:
@@ -35,11 +38,11 @@ def kernel_of(scenario, problem: str, placement: dict | None = None, recompute: 
             if x is None:
                 raise InstanceError(kernel.shortfall() or "no pooled recomputation fits the wafer DRAM")
             recompute = plan_recompute(scenario, x["x"])
-        return problem_module("mem_pair").from_scenario(scenario, placement, recompute)
+        return mem_pair_kernel(scenario, placement, recompute)
     if problem == "routing":
         if groups is None:
-            groups = tile_groups(problem_module("tatp").from_scenario(scenario), math.inf)[0]
-        return problem_module("routing").from_scenario(scenario, groups)
+            groups = tile_groups(tatp_kernel(scenario), math.inf)[0]
+        return routing_kernel(scenario, groups)
     module = problem_module(problem)
     if not hasattr(module, "from_scenario"):
         raise InstanceError(f"problem {problem} cannot be derived from a scenario")

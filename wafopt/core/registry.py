@@ -10,7 +10,7 @@ from importlib import import_module
 
 from wafopt.core.errors import InstanceError
 
-# problem name -> package holding instance.py (schema, METHODS), evaluate.py and certificate.py
+# problem name -> package holding schema.py (its Document), instance.py, evaluate.py and certificate.py
 PROBLEMS = {
     "plan": "wafopt.problems.plan",
     "placement": "wafopt.problems.placement",
@@ -29,7 +29,8 @@ def problem_part(problem: str, part: str):
 
 
 def problem_module(problem: str):
-    """The instance module of a problem: parse, OBJECTIVE, summary."""
+    """The instance module of a problem: OBJECTIVE, summary, from_scenario (its files are described
+    by the problem's Document in `<problem>.schema`)."""
     return problem_part(problem, "instance")
 
 

@@ -45,8 +45,10 @@ from wafopt.heuristics import tatp as tatp_heuristics
 from wafopt.heuristics.megatron import solve_megatron
 from wafopt.planner.layout_data import layout_data
 from wafopt.planner.space import choice_key
-from wafopt.problems import evaluate, problem_module
+from wafopt.problems import evaluate
+from wafopt.problems.mem_pair.instance import from_scenario as mem_pair_kernel
 from wafopt.problems.mem_pair.plans import transport_chunks
+from wafopt.problems.placement.instance import from_scenario as placement_kernel
 from wafopt.problems.plan.layouts import (
     place_serpentine,
     serpentine_slots,
@@ -55,6 +57,8 @@ from wafopt.problems.plan.layouts import (
 )
 from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
 from wafopt.problems.recompute.instance import plan_recompute
+from wafopt.problems.routing.instance import from_scenario as routing_kernel
+from wafopt.problems.tatp.instance import from_scenario as tatp_kernel
 
 ENUMERATE_ASSIGNMENTS = 720   # every stage-to-tile assignment is tried (at no recomputation) up to this many
 RECOMPUTE_MILP_S = 4.0     # the recompute MILP per placement (after the DP start)
@@ -168,7 +172,7 @@ def placements(fs: Scenario, options: SolveOptions, notes: list[str]) -> list[tu
             if options.stopped() or (method == "tiles" and par.tp > TILES_MAX_TP):
                 continue
             try:
-                inst = problem_module("tatp").from_scenario(fs)
+                inst = tatp_kernel(fs)
                 res = mapper(inst, options.sub(RINGS_S))
             except InstanceError as exc:
                 notes.append(f"no free rings: {exc}")
@@ -221,7 +225,7 @@ def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: Solv
 
 def mem_pair(fs: Scenario, placement: dict, recompute: list):
     """(offload records, Mem_pair kernel) of a placement and recomputation; InstanceError if none."""
-    inst = problem_module("mem_pair").from_scenario(fs, placement, recompute)
+    inst = mem_pair_kernel(fs, placement, recompute)
     if not inst.senders:
         return [], inst
     why = inst.infeasibility()
@@ -282,7 +286,7 @@ def eq2_placement(fs: Scenario, plan: dict, options: SolveOptions) -> dict | Non
         return None
     h, w = tile
     try:
-        inst = problem_module("placement").from_scenario(fs)
+        inst = placement_kernel(fs)
     except InstanceError:
         return None
     pairs = stage_pairs(fs, plan)
@@ -310,7 +314,7 @@ def routed(fs: Scenario, plan: dict, options: SolveOptions) -> dict | None:
         return None
     groups = [stage for pipe in plan["pipelines"] for stage in pipe]
     try:
-        inst = problem_module("routing").from_scenario(fs, groups)
+        inst = routing_kernel(fs, groups)
     except InstanceError:
         return None
     res = routing_heuristics.tcme(inst, options.sub(ROUTING_S))

@@ -1,7 +1,8 @@
 """The problems: one package per problem (`wafopt.problems.<problem>`) with
-- `schema.py`: `Document`, the one description of its instance files: validation checks every
-  field and the rules across fields and builds the typed instance; `Document.of(instance).dump()`
-  writes an instance back as a document;
+- `schema.py`: its `Document` (e.g. `PlacementDocument`, listed in DOCUMENTS), the one
+  description of its instance files: validation checks every field and the rules across fields
+  and builds the typed instance; `PlacementDocument.of(instance).dump()` writes an instance back
+  as a document;
 - `instance.py`: the typed instance, `OBJECTIVE`, `summary(instance)`, and for kernels of a
   scenario a pure `from_scenario(scenario, ...)` that takes every decision it depends on as an input;
 - `evaluate.py`: `evaluate(instance, plan) -> Evaluation`, the shared evaluator;
@@ -23,8 +24,20 @@ from wafopt.core.limits import MAX_INSTANCE_NODES
 from wafopt.core.registry import PROBLEMS, problem_module, problem_part
 from wafopt.core.schema import SCHEMA_VERSION, Document, KnownOptimum, validate  # noqa: F401 (re-exported)
 from wafopt.problems.evaluation import Evaluation
+from wafopt.problems.mem_pair.schema import MemPairDocument
+from wafopt.problems.placement.schema import PlacementDocument
+from wafopt.problems.plan.schema import PlanDocument
+from wafopt.problems.recompute.schema import RecomputeDocument
+from wafopt.problems.routing.schema import RoutingDocument
+from wafopt.problems.tatp.schema import TatpDocument
 
 COMMON_KEYS = tuple(f.alias or name for name, f in Document.model_fields.items())
+
+# problem name -> the pydantic model of its instance files
+DOCUMENTS: dict[str, type[Document]] = {
+    "plan": PlanDocument, "placement": PlacementDocument, "recompute": RecomputeDocument,
+    "mem_pair": MemPairDocument, "tatp": TatpDocument, "routing": RoutingDocument,
+}
 
 
 @dataclass
@@ -48,7 +61,9 @@ class Loaded:
 
 def document_schema(problem: str) -> type[Document]:
     """The pydantic model of a problem's instance files (wafopt.problems.<problem>.schema)."""
-    return problem_part(problem, "schema").Document
+    if problem not in DOCUMENTS:
+        problem_module(problem)   # the one message for an unknown problem
+    return DOCUMENTS[problem]
 
 
 def parse_instance(data: dict, path: str | None = None, sha256: str | None = None) -> Loaded:

@@ -26,7 +26,7 @@ class HelperSpec(schema.Spec):
     spare: schema.Amount = Field(description="free DRAM it can take")
 
 
-class Document(schema.Document):
+class MemPairDocument(schema.Document):
     """Place each sender's overflow, in chunks, on helpers; minimize volume x hops (WATOS Alg. 3)."""
 
     problem: Literal["mem_pair"]

@@ -73,7 +73,7 @@ Triple = Annotated[list[Any], AfterValidator(_triple), WithJsonSchema({
 StageCount = schema.integer(1, MAX_STAGES)
 
 
-class Document(schema.Document):
+class PlacementDocument(schema.Document):
     """Pipeline stages onto aligned mesh tiles, minimizing WATOS Eq. 2 (volume x hops)."""
 
     problem: Literal["placement"]

@@ -13,11 +13,10 @@ parallel: {tp: 8, pp: 7, dp: 1} # optional: tp and pp given fix the layout (dp d
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.model import stage_schemes, stage_workload
-from wafopt.costmodel.scenario import Scenario
+from wafopt.costmodel.scenario import Choice, Scenario
 
 OBJECTIVE = "1F1B iteration time (s)"
 
@@ -58,7 +57,7 @@ def _even_split_shortfall(scenario: Scenario) -> str | None:
     par, capacity = scenario.parallel, scenario.wafer.dram_capacity
     work = scenario.workload()
     for s in work.stages:
-        fixed = s.memory_bytes() - s.inflight * s.kept_bytes()  # not offloadable, least over plans
+        fixed = s.memory_bytes() - s.inflight_bytes()  # not offloadable, least over plans
         if fixed > capacity:
             return (f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
                     f"recomputation: stage {s.index}'s model state and working memory, which stay on its own dies, "
@@ -87,12 +86,12 @@ def _some_split_fits(scenario: Scenario) -> bool:
     L, p = llm.layers, par.pp
     if p * (L - p + 1) ** 2 > 2 * FIT_DP_STEPS:
         return False   # too large to search at validation: the even split's verdict stands
-    scheme = stage_schemes(None, p)[0]
     moe = [0]
     for i in range(L):
         moe.append(moe[-1] + llm.is_moe_layer(i))
     for micro_batch in scenario.training.micro_batches:
-        training = replace(scenario.training, micro_batch=micro_batch)
+        choice = Choice(par, micro_batch=micro_batch)
+        training = scenario.training_for(choice)
         if p > L or training.global_batch % (micro_batch * par.dp):
             continue
         m = training.global_batch // (micro_batch * par.dp)
@@ -102,8 +101,8 @@ def _some_split_fits(scenario: Scenario) -> bool:
             """Stage j's full-recomputation bytes on layers a .. a + n - 1; inf if (1) fails."""
             key = (j, n, moe[a + n] - moe[a])   # the stage's memory depends on nothing else
             if key not in memory:
-                st = stage_workload(llm, training, scenario.wafer, par.tp, p, par.dp, j, a, n, scheme, m)
-                fits = st.memory_bytes() - st.inflight * st.kept_bytes() <= capacity
+                st = scenario.stage_workload(choice, j, a, n, m)
+                fits = st.memory_bytes() - st.inflight_bytes() <= capacity
                 memory[key] = st.full_recompute_bytes() if fits else math.inf
             return memory[key]
 

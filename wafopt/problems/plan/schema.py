@@ -37,7 +37,7 @@ class ParallelSpec(schema.Spec):
         return None, Fixed(self.tp, self.pp, self.dp)
 
 
-class Document(schema.Document):
+class PlanDocument(schema.Document):
     """A wafer, an LLM, a training setup and optionally the (tp, pp, dp) layout (WATOS)."""
 
     problem: Literal["plan"]

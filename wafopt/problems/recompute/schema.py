@@ -30,7 +30,7 @@ class StageSpec(schema.Spec):
     compute: schema.Seconds = Field(description="T0_i: time per micro-batch without recomputation")
 
 
-class Document(schema.Document):
+class RecomputeDocument(schema.Document):
     """Which operator activations to recompute per stage (WATOS Sec. IV-B, Alg. 2)."""
 
     problem: Literal["recompute"]

@@ -28,7 +28,7 @@ class Detour(schema.Spec):
     detour: Detours = Field(description="extra hops allowed over the shortest path")
 
 
-class Document(schema.Document):
+class RoutingDocument(schema.Document):
     """One path per flow; minimize the peak directed-link load (TEMP's TCME)."""
 
     problem: Literal["routing"]

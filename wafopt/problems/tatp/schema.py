@@ -12,7 +12,7 @@ from wafopt.hardware.schema import MeshSpec
 from wafopt.problems.tatp.instance import TatpInstance, make
 
 
-class Document(schema.Document):
+class TatpDocument(schema.Document):
     """Partition healthy dies into `groups` rings of `group_size` dies (TEMP, WaferLLM)."""
 
     problem: Literal["tatp"]
