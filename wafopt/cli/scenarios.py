@@ -7,10 +7,8 @@ import json
 import wafopt.api as api
 from wafopt.api import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK
 from wafopt.cli.common import Command, stderr
+from wafopt.present.reports import simulation_text, tatp_text, workload_text
 from wafopt.present.tables import ablation_table, calibration_line, calibration_summary
-
-# wafopt.present.reports (with the simulator and the cost model's reports) is imported by the
-# commands that print a report: ~35 ms of every command's start-up otherwise.
 
 
 class Ablation(Command):
@@ -49,8 +47,6 @@ class TatpReport(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        from wafopt.present.reports import tatp_text  # start-up time, see above
-
         rep = api.tatp_report(args.scenario, args.combos, args.time_limit, args.detour)
         print(json.dumps(rep, indent=1, default=str) if args.json else tatp_text(rep))
         return EXIT_OK
@@ -71,8 +67,6 @@ class WorkloadTable(Command):
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
-        from wafopt.present.reports import workload_text  # start-up time, see above
-
         rep = api.workload(args.scenario, args.tp, args.pp, args.dp, args.micro_batch, args.sequence_parallel,
                            args.recompute, args.tp_scheme)
         print(json.dumps(rep, indent=1) if args.json else workload_text(rep))
@@ -92,8 +86,6 @@ class Simulate(Command):
         p.add_argument("--plot", metavar="PNG", help="write a Gantt chart and a memory timeline")
 
     def run(self, args):
-        from wafopt.present.reports import simulation_text  # start-up time, see above
-
         try:
             done = api.simulate(args.solution, args.instance, not args.no_contention, args.plot)
         except api.MemoryOverflow as exc:

@@ -111,34 +111,3 @@ def workload_report(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int
         "dram_capacity": wafer.dram_capacity,
         "model_flops_per_iteration": work.model_flops_per_iteration,
     }
-
-
-def render_report(rep: dict) -> str:
-    lay, tr = rep["layout"], rep["training"]
-    lines = [f"{rep['model']} on {rep['wafer']}: tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} "
-             f"({lay['tp_scheme']}), m={lay['microbatches']}, seq={tr['seq']}, micro_batch={tr['micro_batch']}, "
-             f"{tr['attention']} attention, SP {'on' if tr['sequence_parallel'] else 'off'}, "
-             f"recompute {rep['recompute']}, {tr['state_bytes_per_param']:g} B/param of state",
-             "per die, per micro-batch; seconds are compute rooflines"]
-    for kind, v in rep["layers"].items():
-        lines += ["", f"{kind} layer ({v['count']} of them):",
-                  f"  {'operator':18s} {'fwd us':>9s} {'bwd us':>9s} {'rec us':>9s} {'fwd GFLOP':>10s} "
-                  f"{'fwd MB':>9s} {'stored MB':>10s} {'TP MB':>8s}"]
-        for r in v["operators"]:
-            lines.append(f"  {r['name']:18s} {r['fwd_s'] * 1e6:9.1f} {r['bwd_s'] * 1e6:9.1f} "
-                         f"{r['recompute_s'] * 1e6:9.1f} {r['fwd_flops'] / 1e9:10.2f} {r['fwd_bytes'] / 1e6:9.1f} "
-                         f"{r['stored_bytes'] / 1e6:10.1f} {r['tp_bytes'] / 1e6:8.1f}")
-    p = rep["per_layer"]
-    lines += ["", "per layer (mean): "
-              f"fwd {p['fwd_s'] * 1e3:.3f} ms, bwd {p['bwd_s'] * 1e3:.3f} ms, recompute {p['recompute_s'] * 1e3:.3f} ms, "
-              f"fwd {p['fwd_flops'] / 1e12:.3f} TFLOP, TP {p['tp_bytes'] / 1e6:.1f} MB sent "
-              f"({p['tp_comm_s'] * 1e3:.3f} ms on 1-hop rings), activations kept {p['activation_bytes'] / 1e6:.1f} MB",
-              "", f"  {'stage':>5s} {'layers':>6s} {'inflight':>8s} {'state GB':>9s} {'activ. GB':>9s} "
-              f"{'transient GB':>12s} {'total GB':>9s} {'fwd ms':>8s} {'bwd ms':>8s} {'rec ms':>8s}"]
-    for s in rep["per_stage"]:
-        lines.append(f"  {s['stage']:5d} {s['layers']:6d} {s['inflight']:8d} {s['state_bytes'] / 1e9:9.2f} "
-                     f"{s['activation_bytes'] / 1e9:9.2f} {s['transient_bytes'] / 1e9:12.3f} "
-                     f"{s['memory_bytes'] / 1e9:9.2f} {s['fwd_s'] * 1e3:8.2f} {s['bwd_s'] * 1e3:8.2f} "
-                     f"{s['recompute_s'] * 1e3:8.2f}")
-    lines.append(f"  DRAM per die {rep['dram_capacity'] / 1e9:.1f} GB")
-    return "\n".join(lines)

@@ -71,15 +71,3 @@ def report(scenario, combos=(("snake", "xy"), ("tiles", "xy"), ("tiles", "tcme")
     rows = [evaluate_combo(scenario, m, r, time_limit, detour) for m, r in combos]
     return {"N": vol["N"], "G": vol["G"], "streamed": vol["streamed"], "ring_bytes": vol["ring_bytes"],
             "dp_bytes_per_round": vol["dp_bytes"], "rows": rows}
-
-
-def render(rep: dict) -> str:
-    head = (f"TATP N={rep['N']}, G={rep['G']}, streams sub-{rep['streamed']}s of {rep['ring_bytes'] / 1e6:.1f} MB"
-            f", DP {rep['dp_bytes_per_round'] / 1e6:.1f} MB per round\n")
-    lines = ["| mapping + routing | ring cost | physical rings | tail hops | peak link MB | round comm us "
-             "| round compute us | layer time us |", "|---|---|---|---|---|---|---|---|"]
-    for r in rep["rows"]:
-        lines.append(f"| {r['mapping']} + {r['routing']} | {r['ring_cost']:g} | {r['physical_rings']}/{r['groups']}"
-                     f" | {r['tail_hops']} | {r['peak_link_bytes'] / 1e6:.1f} | {r['round_comm_s'] * 1e6:.1f} "
-                     f"| {r['round_compute_s'] * 1e6:.1f} | {r['layer_time_s'] * 1e6:.1f} |")
-    return head + "\n".join(lines)

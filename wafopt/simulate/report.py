@@ -44,26 +44,6 @@ def simulate_solution(solution: str, instance: str | None = None, contention: bo
     return simulate(tasks, contention=contention, timeline=timeline), evaluation
 
 
-def render_text(sim: Simulation, analytic_s: float | None = None) -> str:
-    lines = [f"iteration time: {sim.iteration_s:.6g} s (simulated, contention "
-             f"{'on' if sim.contention else 'off'})"]
-    if analytic_s is not None:
-        lines.append(f"analytic:       {analytic_s:.6g} s ({100 * (sim.iteration_s / analytic_s - 1):+.3f} %)")
-    lines.append(f"peak memory:    {sim.peak_memory_bytes / 1e9:.4g} GB of {sim.die_capacity / 1e9:.4g} GB per die")
-    lines += ["", "die        compute s   comm s    idle s   busy   peak GB"]
-    for row in sim.to_dict()["dies"]:
-        busy = (row["compute_s"] + row["comm_s"]) / sim.iteration_s if sim.iteration_s else 0.0
-        lines.append(f"{str(row['die']):9s} {row['compute_s']:9.4g} {row['comm_s']:8.4g} {row['idle_s']:9.4g} "
-                     f"{100 * busy:5.1f}% {row['peak_memory_bytes'] / 1e9:9.4g}")
-    util = sim.link_utilization()
-    top = sorted(util.items(), key=lambda kv: -kv[1])[:10]
-    if top:
-        lines += ["", "busiest links (utilization = bytes / (bandwidth x iteration time))"]
-        lines += [f"{list(a)} -> {list(b)}  {100 * u:6.2f}%  {sim.link_bytes[(a, b)] / 1e9:.4g} GB"
-                  for (a, b), u in top]
-    return "\n".join(lines)
-
-
 def plot(sim: Simulation, path: str | Path, title: str = "") -> None:
     """Gantt chart of every stage (one row per replica and stage) above a memory timeline."""
     import matplotlib  # here, not at the top: it costs the CLI's start-up
