@@ -18,8 +18,8 @@ from wafopt.run.tatp_report import report as tatp_table
 from wafopt.simulate.calibrate import calibrate as calibrate_model
 from wafopt.simulate.calibrate import render_markdown, write_calibration
 from wafopt.simulate.engine import Simulation
-from wafopt.simulate.report import plan_producer, simulate_solution
 from wafopt.simulate.report import plot as plot_simulation
+from wafopt.simulate.report import simulate_solution
 
 
 def scenario(path: str | Path) -> Instance:
@@ -132,7 +132,7 @@ def calibrate(plans: int = 50, seed: int = 0, out: str = "docs/calibration.md",
         raise InstanceError(f"must be in 0..10000, got {plans}", "--plans")
     if not 0 <= seed < 2 ** 32:
         raise InstanceError(f"must be in 0..2^32-1, got {seed}", "--seed")
-    result = calibrate_model(plans, seed, plan_producer(), progress)
+    result = calibrate_model(plans, seed, progress)
     command = f"wafopt calibrate --plans {plans} --seed {seed}"
     Path(out).write_text(render_markdown(result, command))
     return Calibration(result, out, write_calibration(result))

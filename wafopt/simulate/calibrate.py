@@ -17,7 +17,7 @@ import numpy as np
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.files import write_text
-from wafopt.costmodel.plan import die_memory
+from wafopt.costmodel.plan import die_memory, plan_tasks
 from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
 from wafopt.problems import load
 from wafopt.problems.plan.evaluate import evaluate
@@ -55,11 +55,11 @@ def analytic_peak_memory(details: dict) -> float:
     return max(row["bytes"] for row in details["memory"])
 
 
-def compare(label: str, kind: str, scenario: Scenario, plan: dict, producer) -> Comparison:
+def compare(label: str, kind: str, scenario: Scenario, plan: dict) -> Comparison:
     ev = evaluate(scenario, plan)
     if not ev.feasible:
         raise InstanceError(f"plan is infeasible: {'; '.join(ev.violations)[:300]}", label)
-    tasks = producer(scenario, plan)
+    tasks = plan_tasks(scenario, plan)
     sim = simulate(tasks, contention=True)
     plain = simulate(tasks, contention=False)
     return Comparison(label, kind, ev.objective, sim.iteration_s, plain.iteration_s,
@@ -186,14 +186,14 @@ def error_stats(errors: list[float]) -> dict:
             "largest_over": max(0.0, float(np.max(errors))), "largest_under": min(0.0, float(np.min(errors)))}
 
 
-def calibrate(plans: int, seed: int, producer, progress=None) -> dict:
+def calibrate(plans: int, seed: int, progress=None) -> dict:
     rows: list[Comparison] = []
     for label, scenario, plan in shipped_plans():
-        rows.append(compare(label, "shipped", scenario, plan, producer))
+        rows.append(compare(label, "shipped", scenario, plan))
         if progress:
             progress(rows[-1])
     for label, scenario, plan in random_plans(plans, seed, shipped_scenarios()):
-        rows.append(compare(label, "random", scenario, plan, producer))
+        rows.append(compare(label, "random", scenario, plan))
         if progress:
             progress(rows[-1])
     time_stats = error_stats([r.time_error for r in rows])

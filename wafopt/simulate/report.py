@@ -14,11 +14,6 @@ PHASE_COLOURS = {"forward": "#4C72B0", "recompute": "#DD8452", "backward": "#55A
 MEMORY_CURVES = 8   # dies drawn in the memory timeline: the ones with the highest peaks
 
 
-def plan_producer():
-    """The producer of the task graph from the cost model (the plan problem's)."""
-    return plan_tasks
-
-
 def simulate_solution(solution: str, instance: str | None = None, contention: bool = True,
                       timeline: bool = False):
     """(Simulation, analytic Evaluation) of a plan solution file; InstanceError for bad input."""
@@ -38,7 +33,7 @@ def simulate_solution(solution: str, instance: str | None = None, contention: bo
     if evaluation.objective is None:
         raise InstanceError(f"plan cannot be evaluated: {'; '.join(evaluation.violations)[:300]}", solution)
     try:
-        tasks = plan_producer()(loaded.instance, data["plan"])
+        tasks = plan_tasks(loaded.instance, data["plan"])
     except (PlanError, TypeError, ValueError, KeyError, IndexError) as exc:
         raise InstanceError(f"malformed plan: {str(exc)[:300]}", solution) from None
     return simulate(tasks, contention=contention, timeline=timeline), evaluation
