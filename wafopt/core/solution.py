@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from wafopt.core.errors import InstanceError
-from wafopt.core.files import write_text
+from wafopt.core.files import parse_text, read_bytes, write_text
+from wafopt.core.result import PROVENANCES, STATUSES
 from wafopt.core.version import __version__
 
 
@@ -74,9 +75,6 @@ _TYPE_NAMES = {str: "a string", dict: "a mapping", int: "an integer", _NUMBER: "
 def read_solution(path: str | Path) -> Solution:
     """A solution file, read as untrusted input: the reader's limits (no NaN or infinity anywhere,
     wafopt.core.files), then the type of every field; InstanceError naming the field otherwise."""
-    from wafopt.core.files import parse_text, read_bytes
-    from wafopt.core.result import PROVENANCES, STATUSES
-
     where = str(path)
     data = parse_text(read_bytes(path), "json", where)
     if not isinstance(data, dict):

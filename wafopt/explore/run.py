@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from wafopt.core.numeric import at_most
+from wafopt.explore import fidelity
 from wafopt.explore.enumerate import Design, enumerate_designs
 from wafopt.explore.space import LoadedSpace, LoadedWorkload
 from wafopt.explore.store import Store, task_key
@@ -368,9 +369,7 @@ class Explorer:
     def confidence(self, best_cost: float, remaining: list[DesignState], samples: int = 2000) -> dict:
         """P(the best found design is optimal), by Monte Carlo over the remaining candidates with
         relative errors drawn from the calibration's empirical error distribution."""
-        from wafopt.explore.fidelity import calibration_errors
-
-        errors = np.asarray(calibration_errors() or [self.epsilon, -self.epsilon])
+        errors = np.asarray(fidelity.calibration_errors() or [self.epsilon, -self.epsilon])
         rng = np.random.default_rng(self.seed)
         est = np.array([self.coarse(s) for s in remaining], dtype=float)
         draws = est[None, :] * (1 + rng.choice(errors, size=(samples, len(est))))
@@ -383,8 +382,6 @@ def explore(loaded: LoadedSpace, evaluate: Callable[[dict], dict] | None = None,
             epsilon: float | None = None, **kw) -> dict:
     """Run an exploration; `evaluate` and `epsilon` default to the planner/simulator fidelities and
     the calibrated epsilon (wafopt.explore.fidelity)."""
-    from wafopt.explore import fidelity
-
     explorer = Explorer(loaded, fidelity.load_workloads(loaded), evaluate or fidelity.evaluate,
                         fidelity.epsilon() if epsilon is None else epsilon, **kw)
     try:

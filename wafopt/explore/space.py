@@ -32,6 +32,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from wafopt.core.errors import InstanceError
+from wafopt.core.files import read_mapping
 
 MAX_UNIT_TYPES = 8
 MAX_UNITS_PER_EDGE = 6
@@ -162,7 +163,6 @@ def parse_space(data: dict, path: str | Path | None = None, sha256: str | None =
 
 
 def load_space(path: str | Path) -> LoadedSpace:
-    from wafopt.core.files import read_mapping
 
     data, digest = read_mapping(path)
     return parse_space(data, path, digest)
