@@ -1,4 +1,4 @@
-"""Problem name -> its package, and the libraries a method loads before its clock starts.
+"""The problems by name, and the libraries a method loads before its clock starts.
 
 The method tables (name -> function) belong to the layers that own the methods and are gathered
 above them, in wafopt.run.methods.
@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from wafopt.core.errors import InstanceError
-
-# problem name -> package holding schema.py (its Document), instance.py, evaluate.py and certificate.py
+# problem name -> its package: schema.py (its Document), instance.py, evaluate.py, certificate.py
+# (wafopt.problems lists their documents, instance modules and evaluators by reference)
 PROBLEMS = {
     "plan": "wafopt.problems.plan",
     "placement": "wafopt.problems.placement",
@@ -19,19 +18,6 @@ PROBLEMS = {
     "tatp": "wafopt.problems.tatp",
     "routing": "wafopt.problems.routing",
 }
-
-
-def problem_part(problem: str, part: str):
-    """wafopt.problems.<problem>.<part> (instance, evaluate or certificate)."""
-    if problem not in PROBLEMS:
-        raise InstanceError(f"unknown problem {problem!r} (known: {', '.join(PROBLEMS)})", "problem")
-    return import_module(f"{PROBLEMS[problem]}.{part}")
-
-
-def problem_module(problem: str):
-    """The instance module of a problem: OBJECTIVE, summary, from_scenario (its files are described
-    by the problem's Document in `<problem>.schema`)."""
-    return problem_part(problem, "instance")
 
 
 # libraries a method imports when it runs (each takes 0.1-0.6 s to import the first time)

@@ -21,23 +21,52 @@ from typing import Any
 from wafopt.core.errors import InstanceError, PlanError
 from wafopt.core.files import check_document, display_path, excerpt, read_mapping
 from wafopt.core.limits import MAX_INSTANCE_NODES
-from wafopt.core.registry import PROBLEMS, problem_module, problem_part
+from wafopt.core.registry import PROBLEMS
 from wafopt.core.schema import SCHEMA_VERSION, Document, KnownOptimum, validate  # noqa: F401 (re-exported)
 from wafopt.problems.evaluation import Evaluation
+from wafopt.problems.mem_pair import evaluate as mem_pair_evaluate
+from wafopt.problems.mem_pair import instance as mem_pair_instance
 from wafopt.problems.mem_pair.schema import MemPairDocument
+from wafopt.problems.placement import evaluate as placement_evaluate
+from wafopt.problems.placement import instance as placement_instance
 from wafopt.problems.placement.schema import PlacementDocument
+from wafopt.problems.plan import evaluate as plan_evaluate
+from wafopt.problems.plan import instance as plan_instance
 from wafopt.problems.plan.schema import PlanDocument
+from wafopt.problems.recompute import evaluate as recompute_evaluate
+from wafopt.problems.recompute import instance as recompute_instance
 from wafopt.problems.recompute.schema import RecomputeDocument
+from wafopt.problems.routing import evaluate as routing_evaluate
+from wafopt.problems.routing import instance as routing_instance
 from wafopt.problems.routing.schema import RoutingDocument
+from wafopt.problems.tatp import evaluate as tatp_evaluate
+from wafopt.problems.tatp import instance as tatp_instance
 from wafopt.problems.tatp.schema import TatpDocument
 
 COMMON_KEYS = tuple(f.alias or name for name, f in Document.model_fields.items())
 
-# problem name -> the pydantic model of its instance files
+# problem name -> the pydantic model of its instance files, its instance module (OBJECTIVE,
+# summary, from_scenario) and its evaluator
 DOCUMENTS: dict[str, type[Document]] = {
     "plan": PlanDocument, "placement": PlacementDocument, "recompute": RecomputeDocument,
     "mem_pair": MemPairDocument, "tatp": TatpDocument, "routing": RoutingDocument,
 }
+INSTANCE_MODULES = {
+    "plan": plan_instance, "placement": placement_instance, "recompute": recompute_instance,
+    "mem_pair": mem_pair_instance, "tatp": tatp_instance, "routing": routing_instance,
+}
+EVALUATORS = {
+    "plan": plan_evaluate.evaluate, "placement": placement_evaluate.evaluate,
+    "recompute": recompute_evaluate.evaluate, "mem_pair": mem_pair_evaluate.evaluate,
+    "tatp": tatp_evaluate.evaluate, "routing": routing_evaluate.evaluate,
+}
+
+
+def problem_module(problem: str):
+    """The instance module of a problem: OBJECTIVE, summary, from_scenario."""
+    if problem not in INSTANCE_MODULES:
+        raise InstanceError(f"unknown problem {problem!r} (known: {', '.join(PROBLEMS)})", "problem")
+    return INSTANCE_MODULES[problem]
 
 
 @dataclass
@@ -101,11 +130,11 @@ def load(path: str | Path) -> Loaded:
 def evaluate(problem: str, instance, plan) -> Evaluation:
     """The shared evaluator of `problem`. A malformed plan is never an exception: it is an
     infeasible Evaluation naming what is wrong."""
-    module = problem_part(problem, "evaluate")
+    problem_module(problem)   # an unknown problem: the one message
     if not isinstance(plan, dict):
         return Evaluation(None, False, [f"plan must be a mapping, got {type(plan).__name__}"])
     try:
-        return module.evaluate(instance, plan)
+        return EVALUATORS[problem](instance, plan)
     except PlanError as exc:
         return Evaluation(None, False, [f"malformed plan: {exc}"])
     except (TypeError, KeyError, IndexError, ValueError, OverflowError) as exc:  # unexpected structure
