@@ -31,24 +31,17 @@ from wafopt.costmodel.operators import (
     build_layer,
 )
 from wafopt.costmodel.stage import (
-    FULL,
     CommStep,
     ComputeStep,
     OperatorUnit,
     StageStep,
     StageWorkload,
-    recompute_row,
 )
 from wafopt.costmodel.training import Training
 from wafopt.hardware.catalog import LLM, Wafer
 
 OPTIMIZER_FLOPS = 12       # per parameter and step: Adam moments, bias correction, update
 LOGIT_BYTES = 4            # the cross-entropy keeps fp32 logits for its backward
-
-# The stage-workload API: the builders here, and the stage, split and recompute-row names their
-# callers use with them (defined in wafopt.costmodel.stage and wafopt.costmodel.layout).
-__all__ = ["FULL", "LayoutWorkload", "StageWorkload", "build_workload", "check_split", "model_flops_per_iteration",
-           "recompute_row", "split_layers", "stage_schemes", "stage_workload"]
 
 
 @dataclass(frozen=True)
