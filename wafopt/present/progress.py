@@ -98,19 +98,23 @@ class LevelProgress:
                              transient=False) if self.console.is_terminal else None
 
     def __enter__(self) -> "LevelProgress":
-        if self.bars is not None:
-            self.bars.start()
-        return self
+        return self   # the bars start with the first report: a bad input shows no empty display
 
     def __exit__(self, *exc) -> None:
-        if self.bars is not None:
+        if self.bars is not None and self.bars.live.is_started:
             self.bars.stop()
+
+    def _start(self) -> None:
+        if self.bars is not None and not self.bars.live.is_started:
+            self.bars.start()
 
     def note(self, text: str) -> None:
         """A line of its own (above the bars on a terminal)."""
+        self._start()
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def update(self, level: str, done: int, total: int, info: str = "") -> None:
+        self._start()
         if self.bars is not None:
             if level not in self.tasks:
                 self.tasks[level] = self.bars.add_task(level, total=total, info=info)
