@@ -9,6 +9,7 @@ from typing import Callable
 
 from wafopt.api.solving import Instance, load, options
 from wafopt.core.errors import InstanceError
+from wafopt.core.files import write_text
 from wafopt.costmodel.report import workload_report
 from wafopt.costmodel.training import parse_training
 from wafopt.planner.ablation import Row
@@ -134,5 +135,5 @@ def calibrate(plans: int = 50, seed: int = 0, out: str = "docs/calibration.md",
         raise InstanceError(f"must be in 0..2^32-1, got {seed}", "--seed")
     result = calibrate_model(plans, seed, progress)
     command = f"wafopt calibrate --plans {plans} --seed {seed}"
-    Path(out).write_text(render_markdown(result, command))
+    write_text(out, render_markdown(result, command))
     return Calibration(result, out, write_calibration(result))

@@ -80,7 +80,7 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
                             f"{training.global_batch}", "training.global_batch")
     schemes = stage_schemes(schemes, pp)
     m = training.global_batch // per_step
-    timer = Roofline(wafer)
+    roofline = Roofline(wafer)
     tables = {(moe, sch): build_layer(llm, training, tp, moe, sch)
               for moe in {llm.is_moe_layer(i) for i in range(llm.layers)} for sch in set(schemes)}
     stages = []
@@ -88,7 +88,7 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
     split = split_layers(llm.layers, pp) if layers is None else check_split(layers, llm.layers, pp)
     for index, n in enumerate(split):
         kinds = tuple((tables[(moe, schemes[index])], c) for moe, c in _kind_counts(llm, first, n))
-        stages.append(_stage(llm, training, wafer, timer, tp, pp, dp, m, index, first, n, kinds,
+        stages.append(_stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first, n, kinds,
                              schemes[index]))
         first += n
     E, s, b, h = training.activation_bytes, training.seq, training.micro_batch, llm.hidden
@@ -120,7 +120,7 @@ def _layer_table(llm, training, tp, moe, scheme):
     return build_layer(llm, training, tp, moe, scheme)
 
 
-def _steps(table: LayerTable, order, timer: Roofline, backward: bool) -> tuple[StageStep, ...]:
+def _steps(table: LayerTable, order, roofline: Roofline, backward: bool) -> tuple[StageStep, ...]:
     """Consecutive operators merge into one compute step; collectives are steps of their own."""
     steps: list[StageStep] = []
     names: list[str] = []
@@ -128,14 +128,14 @@ def _steps(table: LayerTable, order, timer: Roofline, backward: bool) -> tuple[S
     def flush():
         if names:
             costs = [table.op(n).bwd if backward else table.op(n).fwd for n in names]
-            steps.append(ComputeStep("+".join(names), sum(timer(c) for c in costs), sum(c.flops for c in costs)))
+            steps.append(ComputeStep("+".join(names), sum(roofline(c) for c in costs), sum(c.flops for c in costs)))
             names.clear()
 
     for item in order:
         if isinstance(item, Collective):
             flush()
             op = table.op(item.op)
-            steps.append(CommStep(item, item.overlap * timer(op.bwd if backward else op.fwd)))
+            steps.append(CommStep(item, item.overlap * roofline(op.bwd if backward else op.fwd)))
         else:
             names.append(item)
     flush()
@@ -170,7 +170,7 @@ def _head_ops(llm: LLM, training: Training, tp: int, scheme: str, first: bool, l
     return out
 
 
-def _stage(llm, training, wafer, timer, tp, pp, dp, m, index, first_layer, n, kinds, scheme) -> StageWorkload:
+def _stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first_layer, n, kinds, scheme) -> StageWorkload:
     first, last = index == 0, index == pp - 1
     h = llm.hidden
 
@@ -199,12 +199,12 @@ def _stage(llm, training, wafer, timer, tp, pp, dp, m, index, first_layer, n, ki
             nbytes += c * u.bytes
             flops += c * regen.flops
             traffic += c * regen.bytes
-            secs += c * table.unit_seconds(u, timer.flops, timer.bandwidth)
+            secs += c * table.unit_seconds(u, roofline)
             share = dict(u.producers)
             for coll in u.comm:
                 acc = comm.setdefault((coll.kind, coll.group, coll.op, coll.purpose, coll.overlap), [0.0, 0.0])
                 acc[0] += c * coll.tensor_bytes
-                acc[1] += c * coll.overlap * share.get(coll.op, 1.0) * timer(table.op(coll.op).fwd)
+                acc[1] += c * coll.overlap * share.get(coll.op, 1.0) * roofline(table.op(coll.op).fwd)
         steps = tuple(CommStep(Collective(k[0], v[0] / n, k[1], k[2], k[3], k[4]), v[1] / n)
                       for k, v in comm.items())
         units.append(OperatorUnit(ref_unit.name, nbytes / n, flops / n, secs / n, traffic / n,
@@ -217,18 +217,18 @@ def _stage(llm, training, wafer, timer, tp, pp, dp, m, index, first_layer, n, ki
     fwd_blocks, bwd_blocks = [], []
     for name, fwd, bwd, fcoll, _, _ in heads:
         if name == "embedding":
-            fwd_blocks.append(((ComputeStep(name, timer(fwd), fwd.flops),)
+            fwd_blocks.append(((ComputeStep(name, roofline(fwd), fwd.flops),)
                                + tuple(CommStep(c) for c in fcoll), 1))
-    fwd_blocks += [(_steps(t, t.forward, timer, False), c) for t, c in kinds]
-    full_blocks = tuple((_steps(t, t.forward, timer, False), c) for t, c in kinds)
+    fwd_blocks += [(_steps(t, t.forward, roofline, False), c) for t, c in kinds]
+    full_blocks = tuple((_steps(t, t.forward, roofline, False), c) for t, c in kinds)
     for name, fwd, bwd, fcoll, bcoll, _ in heads:
         if name == "lm_head":
-            fwd_blocks.append((tuple(CommStep(c) for c in fcoll) + (ComputeStep(name, timer(fwd), fwd.flops),), 1))
-            bwd_blocks.append(((ComputeStep(name, timer(bwd), bwd.flops),) + tuple(CommStep(c) for c in bcoll), 1))
-    bwd_blocks += [(_steps(t, t.backward, timer, True), c) for t, c in reversed(kinds)]
+            fwd_blocks.append((tuple(CommStep(c) for c in fcoll) + (ComputeStep(name, roofline(fwd), fwd.flops),), 1))
+            bwd_blocks.append(((ComputeStep(name, roofline(bwd), bwd.flops),) + tuple(CommStep(c) for c in bcoll), 1))
+    bwd_blocks += [(_steps(t, t.backward, roofline, True), c) for t, c in reversed(kinds)]
     for name, fwd, bwd, fcoll, bcoll, _ in heads:
         if name == "embedding":
-            bwd_blocks.append(((ComputeStep(name, timer(bwd), bwd.flops),), 1))
+            bwd_blocks.append(((ComputeStep(name, roofline(bwd), bwd.flops),), 1))
 
     def compute(blocks):
         return (sum(c * sum(st.seconds for st in steps if isinstance(st, ComputeStep)) for steps, c in blocks),
@@ -242,7 +242,7 @@ def _stage(llm, training, wafer, timer, tp, pp, dp, m, index, first_layer, n, ki
     local = params / shard
     read = states.grads + states.moments + (states.master or states.weights)
     write = states.moments + states.master + states.weights
-    optimizer_s = timer(Cost(OPTIMIZER_FLOPS * local, local * (read + write)))
+    optimizer_s = roofline(Cost(OPTIMIZER_FLOPS * local, local * (read + write)))
 
     return StageWorkload(
         index=index, layers=n, inflight=min(pp - index, m), params=params, state_bytes=state_bytes,

@@ -18,7 +18,6 @@ docs/workload.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
 
 # Per-element costs of the non-GEMM operators (plausible values; they are memory-bound anyway).
 MASK_BYTES = 1          # dropout masks are stored as bytes (Korthikanti Sec. 4.1)
@@ -164,27 +163,18 @@ class LayerTable:
     def activation_bytes(self) -> float:
         return sum(u.bytes for u in self.units)
 
-    @property
-    def checkpoint_bytes(self) -> float:
-        return sum(u.bytes for u in self.units if not u.recomputable)
-
     def unit_regen(self, unit: LayerUnit) -> Cost:
         return Cost(sum(share * self.op(name).fwd.flops for name, share in unit.producers),
                     sum(share * self.op(name).fwd.bytes for name, share in unit.producers))
 
-    def unit_seconds(self, unit: LayerUnit, die_flops: float, dram_bandwidth: float) -> float:
+    def unit_seconds(self, unit: LayerUnit, roofline: Roofline) -> float:
         """Compute seconds of regenerating a unit: its producers' rooflines, shared."""
-        return sum(share * op_seconds(self.op(name).fwd, die_flops, dram_bandwidth)
-                   for name, share in unit.producers)
+        return sum(share * roofline(self.op(name).fwd) for name, share in unit.producers)
 
     def gradient_peak_bytes(self) -> float:
         """Largest activation-gradient footprint of one backward operator: its output and input
         gradients, a re-gathered input (sequence parallelism), plus the residual-stream gradient."""
         return self.residual_grad_bytes + max(o.in_bytes + o.out_bytes + o.gathered_bytes for o in self.ops)
-
-    def regenerated_bytes(self, units: Iterable[str]) -> float:
-        names = set(units)
-        return sum(u.bytes for u in self.units if u.name in names and u.recomputable)
 
 
 def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> LayerTable:

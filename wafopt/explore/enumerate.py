@@ -83,20 +83,8 @@ class Design:
     def area_mm2(self) -> float:
         return self.die_w_mm * self.die_h_mm
 
-    @property
-    def aspect(self) -> float:
-        return max(self.die_w_mm, self.die_h_mm) / min(self.die_w_mm, self.die_h_mm)
-
     def metrics(self) -> tuple:
         return (self.rows, self.cols, self.die_tflops, self.dram_gb, self.dram_tbps, self.link_tbps)
-
-    def wafer_spec(self) -> dict:
-        """The wafer as an inline scenario mapping (wafopt.hardware.catalog.resolve_wafer)."""
-        return {"name": self.id, "rows": self.rows, "cols": self.cols, "die_tflops": self.die_tflops,
-                "dram_gb": self.dram_gb, "dram_bw_tbps": self.dram_tbps, "link_bw_tbps": self.link_tbps,
-                "link_latency_us": self.link_latency_us,
-                "source": f"wafopt explore design {self.id}: {self.compute} die "
-                          f"{self.die_w_mm:.2f} x {self.die_h_mm:.2f} mm"}
 
     def to_dict(self) -> dict:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__}
