@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+from wafopt.present.tables import number
+
 INFEASIBLE_REASONS = (("model state", "model state over a die's DRAM"),
                       ("keeps at least", "state, gradients and buffers over a die's DRAM"),
                       ("full recomputation", "over the pooled DRAM even with full recomputation"),
                       ("cannot be modelled", "not a valid layout"))
-
-
-def _num(value, digits: int = 6) -> str:
-    return "-" if value is None else f"{value:.{digits}g}"
 
 
 def candidates_text(stats: dict, limit: int = 12) -> str:
@@ -20,8 +18,8 @@ def candidates_text(stats: dict, limit: int = 12) -> str:
         return ""
     shown = [r for r in rows if r["status"] != "infeasible"][:limit]
     heads = ["layout", "bound (s)", "best plan (s)", "status", "s", "how / why"]
-    cells = [[r["layout"], _num(r["bound"]) + (f" ({r['bound_tier']})" if r.get("bound_tier") and r["bound"] is not None
-                                                 else ""), _num(r["objective"]), r["status"],
+    cells = [[r["layout"], number(r["bound"]) + (f" ({r['bound_tier']})" if r.get("bound_tier") and r["bound"] is not None
+                                                 else ""), number(r["objective"]), r["status"],
               "-" if r.get("seconds") is None else f"{r['seconds']:.1f}", (r.get("note") or "")[:70]] for r in shown]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
     lines = ["candidates (layouts in order of bound):",
