@@ -96,11 +96,16 @@ def test_collectives_with_and_without_sequence_parallelism():
 def test_tatp_streams_replace_the_collectives():
     t = layer(scheme="tatp")
     fwd = t.collectives("forward")
-    assert [c.kind for c in fwd] == ["stream"] * 4
+    assert [c.kind for c in fwd] == ["stream"] * 5
+    gemms = [c for c in fwd if c.op != "attn_scores"]
     # each GEMM streams the smaller of its sub-weight and a token block (TEMP's selective transfer):
     # qkv weights 96 params / 2 dies = 96 B vs tokens 64 / 2 = 32 B
-    assert all(c.tensor_bytes == 32 for c in fwd)
-    assert len(t.collectives("backward")) == 8        # input and weight gradient streams
+    assert len(gemms) == 4 and all(c.tensor_bytes == 32 for c in gemms)
+    # attention over the sequence split: the other die's K and V blocks, half from each side
+    # (K and V of one token block: 2 x 2 bytes x s b x h / t = 64 bytes, 32 per direction)
+    (kv,) = [c for c in fwd if c.op == "attn_scores"]
+    assert kv.tensor_bytes == 32
+    assert len(t.collectives("backward")) == 10       # input and weight gradient streams, K/V and their gradients
     assert t.activation_bytes == layer(sp=True).activation_bytes   # nothing replicated
 
 
@@ -172,7 +177,7 @@ def test_distributed_optimizer_shards_master_and_moments():
 
 def test_replicated_parameters_are_not_divided_by_t():
     llm = resolve_llm("gpt3-175b")   # learned positions 2048 x h, two norms per layer, a final norm
-    h, V, t = 12288, 50257, 8
+    h, V, t = 12288, 51200, 8   # GPT-3's 50257 padded to a multiple of 128 x 8 (Megatron-LM)
     training = Training(2048, 1, 8)
     work = build_workload(llm, training, resolve_wafer("watos-config1"), t, 8)
     first, middle, last = work.stages[0], work.stages[3], work.stages[-1]

@@ -43,7 +43,7 @@ def test_gcmr_and_the_planner_keep_every_activation_and_offload_when_forbidden()
     from wafopt.core.budget import SolveOptions
     from wafopt.planner.compose import pooled_recompute
 
-    layout = {"tp": 14, "pp": 4, "dp": 1}
+    layout = {"tp": 8, "pp": 5, "dp": 1}
     forbidden = wafopt.load(scenario("llama3-70b-config3-search.yaml", False, layout))
     res = wafopt.solve(forbidden, "gcmr", time_limit=10)
     assert res.plan is not None and recomputed_layers(res.plan) == 0 and res.plan["offload"]

@@ -30,6 +30,7 @@ from wafopt.costmodel.operators import (
     Roofline,
     build_layer,
 )
+from wafopt.costmodel.rules import layout_violation, padded_vocab
 from wafopt.costmodel.stage import (
     CommStep,
     ComputeStep,
@@ -79,6 +80,9 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
         raise InstanceError(f"must be a multiple of micro_batch * dp = {per_step}, got "
                             f"{training.global_batch}", "training.global_batch")
     schemes = stage_schemes(schemes, pp)
+    illegal = layout_violation(llm, wafer.parallel_rules, tp, schemes=schemes)
+    if illegal:
+        raise InstanceError(illegal, "tp")
     m = training.global_batch // per_step
     roofline = Roofline(wafer)
     tables = {(moe, sch): build_layer(llm, training, tp, moe, sch)
@@ -145,7 +149,7 @@ def _steps(table: LayerTable, order, roofline: Roofline, backward: bool) -> tupl
 def _head_ops(llm: LLM, training: Training, tp: int, scheme: str, first: bool, last: bool):
     """Embedding (first stage) and final norm + LM head + cross-entropy (last stage): their costs,
     collectives and stored bytes. Vocabulary-parallel in both schemes (Megatron)."""
-    E, s, b, h, V = training.activation_bytes, training.seq, training.micro_batch, llm.hidden, llm.vocab
+    E, s, b, h, V = training.activation_bytes, training.seq, training.micro_batch, llm.hidden, padded_vocab(llm.vocab, tp)
     sb, sbh = s * b, s * b * llm.hidden
     sharded = tp > 1 and (training.sequence_parallel or scheme == "tatp")
     r = 1 / tp if sharded else 1.0
@@ -176,12 +180,13 @@ def _stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first_layer, n,
 
     # parameters per die: TP-split matrices, replicated norms, routers and position table
     params = sum(c * t.weights for t, c in kinds)
+    vocab = padded_vocab(llm.vocab, tp)
     if first:
-        params += llm.vocab * h / tp + llm.max_positions * h
+        params += vocab * h / tp + llm.max_positions * h
     if last:
         params += 2 * h   # final norm
         if not llm.tied_embeddings or pp > 1:
-            params += llm.vocab * h / tp   # LM head (a tied model's last stage keeps its own copy)
+            params += vocab * h / tp   # LM head (a tied model's last stage keeps its own copy)
     states = training.states
     shard = dp if training.distributed_optimizer else 1
     state_bytes = params * (states.weights + states.grads + states.optimizer / shard)

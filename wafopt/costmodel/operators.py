@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wafopt.costmodel.rules import kv_heads_per_die
+
 # Per-element costs of the non-GEMM operators (plausible values; they are memory-bound anyway).
 MASK_BYTES = 1          # dropout masks are stored as bytes (Korthikanti Sec. 4.1)
 STATS_BYTES = 4         # FlashAttention keeps one fp32 log-sum-exp per row and head
@@ -189,11 +191,12 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
     sbh = sb * h
     r = 1 / t if sp else 1.0                    # share of the tokens of the non-TP regions
     hq = h / t                                   # Q / attention-output width per die
-    if tatp:
-        kv = llm.kv_hidden / t                   # TATP partitions without replication
-    else:                                        # Megatron replicates KV heads beyond kv_heads ranks
-        kv = llm.head_dim * max(llm.kv_heads / t, 1)
-    a = llm.heads / t
+    if tatp:   # sequence split (TEMP Sec. V): this die's tokens of every head; K/V of the others stream by
+        kv = llm.kv_hidden / t
+    else:      # whole heads (wafopt.costmodel.rules); KV heads replicated beyond kv_heads dies
+        kv = llm.head_dim * kv_heads_per_die(llm, t)
+    a = llm.heads / t                            # heads x token share of the score tensor
+    kv_streamed = (t - 1) * E * sb * kv if tatp else 0.0   # the other dies' K (or V) blocks read
     k = llm.top_k if moe else 1                  # MLP copies per token
     w = (llm.expert_ffn if moe else llm.ffn_hidden) / t
     g = 2 if llm.mlp == "swiglu" else 1          # gate and up projections
@@ -237,18 +240,19 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
     if training.attention == "flash":
         core_flops = 4 * b * s * s * hq + (SOFTMAX_FLOPS + DROPOUT_FLOPS) * ss
         qkv_bytes = E * sb * (hq + 2 * kv)
-        fwd = Cost(core_flops, qkv_bytes + E * sb * hq + STATS_BYTES * a * sb)
+        fwd = Cost(core_flops, qkv_bytes + 2 * kv_streamed + E * sb * hq + STATS_BYTES * a * sb)
         bwd_flops = FLASH_BACKWARD_GEMMS * 4 * b * s * s * hq + BACKWARD_FACTOR * (SOFTMAX_FLOPS + DROPOUT_FLOPS) * ss
         ops.append(Op("flash_attention", fwd, Cost(bwd_flops, BACKWARD_FACTOR * fwd.bytes), 0.0,
                       qkv_bytes, E * sb * hq, ("qk", "v", "softmax_stats"), model_flops=4 * b * s * s * hq))
     else:
         ops += [
-            elementwise("attn_scores", 2 * b * s * s * hq, E * sb * (hq + kv), E * ss, ("qk",), matmul=True),
+            elementwise("attn_scores", 2 * b * s * s * hq, E * sb * (hq + kv), E * ss, ("qk",),
+                        extra_bytes=kv_streamed, matmul=True),
             elementwise("softmax", SOFTMAX_FLOPS * ss, E * ss, E * ss, ("softmax_output",)),
             elementwise("attn_dropout", DROPOUT_FLOPS * ss, E * ss, E * ss,
                         ("attn_dropout_mask",), extra_bytes=MASK_BYTES * ss),
             elementwise("attn_over_values", 2 * b * s * s * hq, E * ss + E * sb * kv, E * sb * hq,
-                        ("attn_dropout_output", "v"), matmul=True),
+                        ("attn_dropout_output", "v"), extra_bytes=kv_streamed, matmul=True),
         ]
     ops += [
         gemm("out_proj", 2 * sb * hq * h, out_w, E * sb * hq, E * sbh * (r if tatp else 1), ("proj_input",),
@@ -287,6 +291,12 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
             fwd_comm[name] = ([coll("stream", v, name, "streamed sub-tensors (TATP)", hidden)], [])
             bwd_comm[name] = ([coll("stream", v, name, "input-gradient stream (TATP)", hidden / 2),
                                coll("stream", v, name, "weight-gradient stream (TATP)", hidden / 2)], [])
+        # attention over the sequence split: each round a die receives another's K/V block, half
+        # from each neighbour; the backward streams K/V again and their gradients back
+        core = "flash_attention" if training.attention == "flash" else "attn_scores"
+        fwd_comm[core] = ([coll("stream", E * sb * kv, core, "K/V blocks of the other dies (TATP)", hidden)], [])
+        bwd_comm[core] = ([coll("stream", E * sb * kv, core, "K/V blocks again (TATP)", hidden / 2),
+                           coll("stream", E * sb * kv, core, "K/V gradients back (TATP)", hidden / 2)], [])
     elif t > 1 and sp:
         for first, last in (("qkv", "out_proj"), ("fc1", "fc2")):
             fwd_comm[first] = ([coll("all_gather", full, first, "gather the sequence-parallel input")], [])
@@ -327,14 +337,15 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
     ]
     if training.attention == "flash":
         # no s^2 tensor is stored; output and row statistics come from re-running the fused kernel
-        unit_list += [LayerUnit("softmax_stats", STATS_BYTES * a * sb, (("flash_attention", 1.0),)),
-                      LayerUnit("proj_input", E * sb * hq, (("flash_attention", 1.0),))]
+        unit_list += [LayerUnit("softmax_stats", STATS_BYTES * a * sb, (("flash_attention", 1.0),),
+                                comm_of("flash_attention")),
+                      LayerUnit("proj_input", E * sb * hq, (("flash_attention", 1.0),), comm_of("flash_attention"))]
     else:
         unit_list += [
-            LayerUnit("softmax_output", E * ss, (("attn_scores", 1.0), ("softmax", 1.0))),
+            LayerUnit("softmax_output", E * ss, (("attn_scores", 1.0), ("softmax", 1.0)), comm_of("attn_scores")),
             LayerUnit("attn_dropout_mask", MASK_BYTES * ss, (("attn_dropout", 0.5),)),   # RNG replay only
             LayerUnit("attn_dropout_output", E * ss, (("attn_dropout", 0.5),)),
-            LayerUnit("proj_input", E * sb * hq, (("attn_over_values", 1.0),)),
+            LayerUnit("proj_input", E * sb * hq, (("attn_over_values", 1.0),), comm_of("attn_scores")),
         ]
     unit_list += [
         LayerUnit("attn_residual_dropout_mask", MASK_BYTES * sbh * r, (("attn_residual", 1 / RESIDUAL_FLOPS),)),

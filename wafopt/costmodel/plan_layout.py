@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from wafopt.core.errors import InstanceError, PlanError
 from wafopt.costmodel.layout import stage_schemes
 from wafopt.costmodel.model import LayoutWorkload
+from wafopt.costmodel.rules import layout_violation
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 from wafopt.costmodel.stage import FULL
 from wafopt.hardware.mesh import Die, Mesh, as_die
@@ -50,7 +51,7 @@ def read_plan(plan: dict) -> PlanLayout:
     """Structure of the plan; PlanError if it cannot be read."""
     if not isinstance(plan, dict):
         raise PlanError(f"a plan is a mapping, got {type(plan).__name__}")
-    par = Parallel(_int(plan, "tp"), _int(plan, "pp"), _int(plan, "dp", 1))
+    par = Parallel(_int(plan, "tp"), _int(plan, "pp"), _int(plan, "dp", 1), _int(plan, "interleave", 1))
     pipelines = plan.get("pipelines")
     if not isinstance(pipelines, list) or len(pipelines) != par.dp:
         raise PlanError(f"pipelines must be a list of dp = {par.dp} pipelines")
@@ -75,8 +76,8 @@ def read_plan(plan: dict) -> PlanLayout:
             raise PlanError(f"offload[{k}].bytes must be a number >= 0, got {b!r}")
         offload.append((_die(o["sender"], f"offload[{k}].sender"), _die(o["helper"], f"offload[{k}].helper"),
                         float(b)))
-    try:
-        schemes = stage_schemes(plan.get("tp_scheme"), par.pp)
+    try:   # absent: the scenario's default (Scenario.schemes_of)
+        schemes = None if plan.get("tp_scheme") is None else stage_schemes(plan["tp_scheme"], par.pp)
     except InstanceError as exc:
         raise PlanError(str(exc)) from None
     routes = {}
@@ -125,8 +126,12 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
     if scenario.parallel is not None and scenario.parallel != par:
         violations.append(f"plan layout tp={par.tp}, pp={par.pp}, dp={par.dp} differs from the instance's "
                           f"tp={scenario.parallel.tp}, pp={scenario.parallel.pp}, dp={scenario.parallel.dp}")
-    elif getattr(scenario, "fixed", None) is not None and scenario.fixed.violation(par):
-        violations.append(scenario.fixed.violation(par))   # a partial `parallel:` fixes some of tp, pp, dp
+    elif scenario.fixed.violation(par, scenario.schemes_of(picked)):   # a partial `parallel:` fixes some
+        violations.append(scenario.fixed.violation(par, scenario.schemes_of(picked)))
+    illegal = layout_violation(scenario.llm, scenario.wafer.parallel_rules, par.tp, par.pp, par.interleave,
+                               schemes=scenario.schemes_of(picked))
+    if illegal:
+        return Prepared(layout, None, None, {}, violations + [f"illegal layout: {illegal}"])
     if par.dies > len(mesh.healthy_dies):
         return Prepared(layout, None, None, {}, [f"tp*pp*dp = {par.dies} exceeds the {len(mesh.healthy_dies)} "
                                                  "healthy dies"])

@@ -13,6 +13,7 @@ from functools import lru_cache
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.layout import stage_schemes
 from wafopt.costmodel.model import LayoutWorkload, build_workload, stage_workload
+from wafopt.costmodel.rules import legal_schemes
 from wafopt.costmodel.stage import StageWorkload
 
 
@@ -21,6 +22,7 @@ class Parallel:
     tp: int
     pp: int
     dp: int = 1
+    interleave: int = 1   # virtual pipeline stages per device (interleaved 1F1B)
 
     @property
     def dies(self) -> int:
@@ -33,17 +35,21 @@ class Fixed:
     tp: int | None = None
     pp: int | None = None
     dp: int | None = None
+    interleave: int | None = None
+    tp_scheme: str | None = None   # megatron | tatp on every stage
 
-    def violation(self, par: Parallel) -> str | None:
+    def violation(self, par: Parallel, schemes: tuple[str, ...] = ()) -> str | None:
         wrong = [f"{k}={getattr(par, k)} (the instance fixes {k}={getattr(self, k)})"
-                 for k in ("tp", "pp", "dp") if getattr(self, k) not in (None, getattr(par, k))]
+                 for k in ("tp", "pp", "dp", "interleave") if getattr(self, k) not in (None, getattr(par, k))]
+        if self.tp_scheme is not None and any(s != self.tp_scheme for s in schemes):
+            wrong.append(f"tp_scheme {'/'.join(dict.fromkeys(schemes))} (the instance fixes tp_scheme={self.tp_scheme})")
         return "plan layout " + ", ".join(wrong) if wrong else None
 
 
 @dataclass(frozen=True)
 class Choice:
     """What a plan chooses beyond placement. None stands for the scenario's default: its fixed
-    layout, Megatron TP on every stage, its (least) micro-batch size, its split (else even)."""
+    layout, Megatron TP on every stage (TATP where tp cannot split the heads), its (least) micro-batch size, its split (else even)."""
     parallel: Parallel | None = None
     schemes: tuple[str, ...] | str | None = None   # scheme per stage, or one for all stages
     micro_batch: int | None = None
@@ -84,8 +90,25 @@ class Scenario:
         split = choice.layers if choice.layers is not None else self.split
         if split is not None and len(split) != parallel.pp and choice.layers is None:
             split = None   # the scenario's split is for its own pp
-        return _workload(self, parallel, stage_schemes(choice.schemes, parallel.pp), split,
+        return _workload(self, parallel, self.schemes_of(choice), split,
                          choice.micro_batch or self.training.micro_batch)
+
+    def schemes_of(self, choice: Choice = Choice()) -> tuple[str, ...]:
+        """The choice's scheme per stage; by default the scenario's `tp_scheme`, else Megatron TP
+        (TATP where tp cannot split the heads)."""
+        parallel = self.parallel_of(choice)
+        if choice.schemes is None:
+            legal = self.tp_schemes(parallel.tp)
+            return stage_schemes(legal[0] if legal else None, parallel.pp)
+        return stage_schemes(choice.schemes, parallel.pp)
+
+    def tp_schemes(self, tp: int) -> tuple[str, ...]:
+        """The tensor-parallel schemes a plan may use over tp dies: legal ones (wafopt.costmodel.rules),
+        the scenario's `tp_scheme` alone where it fixes one."""
+        legal = legal_schemes(self.llm, tp, self.wafer.parallel_rules)
+        if self.fixed.tp_scheme is None or tp == 1:
+            return legal
+        return tuple(s for s in legal if s == self.fixed.tp_scheme)
 
     def stage_workload(self, choice: Choice, index: int, first_layer: int, n: int,
                        microbatches: int | None = None) -> StageWorkload:
@@ -93,7 +116,7 @@ class Scenario:
         alone (what `workload` builds for it within any split); `microbatches` per iteration sets
         its in-flight count (default: at least pp)."""
         parallel = self.parallel_of(choice)
-        scheme = stage_schemes(choice.schemes, parallel.pp)[index]
+        scheme = self.schemes_of(choice)[index]
         return stage_workload(self.llm, self.training_for(choice), self.wafer, parallel.tp, parallel.pp,
                               parallel.dp, index, first_layer, n, scheme, microbatches)
 

@@ -12,7 +12,7 @@ import math
 from functools import lru_cache
 from typing import NamedTuple
 
-from wafopt.costmodel.operators import SCHEMES, Roofline, build_layer
+from wafopt.costmodel.operators import Roofline, build_layer
 from wafopt.costmodel.scenario import Choice, Parallel
 
 # the (pp, index) of a pipeline whose stage `index` has this role: its numbers are the role's in any pp
@@ -98,7 +98,7 @@ def layer_compute(scenario, tp: int, micro_batch: int) -> tuple[float, float]:
     llm, roofline = scenario.llm, Roofline(scenario.wafer)
     kinds = {llm.is_moe_layer(i) for i in range(llm.layers)}
     f = b = math.inf
-    for scheme in SCHEMES:
+    for scheme in scenario.tp_schemes(tp):
         for moe in kinds:
             t = build_layer(llm, scenario.training_for(Choice(micro_batch=micro_batch)), tp, moe, scheme)
             f = min(f, sum(roofline(t.op(n).fwd) for n in t.forward if isinstance(n, str)))

@@ -42,6 +42,7 @@ US = 1e-6         # seconds
 DEFAULT_LINK_LATENCY_US = 0.2
 
 MLP_KINDS = ("gelu", "swiglu")
+PARALLEL_RULES = ("megatron", "watos")   # layout rules of a system: wafopt.costmodel.rules
 NORM_PARAMS_PER_LAYER = 4  # x hidden: two LayerNorms, gain and bias each (RMSNorm has half)
 
 
@@ -186,6 +187,7 @@ class Wafer:
     faulty_links: frozenset[frozenset[Die]] = field(default_factory=frozenset)
     source: str = ""
     compute_efficiency: float = 1.0   # share of die_flops a kernel reaches (per-operator rooflines)
+    parallel_rules: str = "megatron"  # megatron | watos (also even tp): wafopt.costmodel.rules
 
     @property
     def dies(self) -> int:
@@ -326,6 +328,7 @@ class WaferSpec(Record):
     faulty_links: Entries = []
     source: text() = "user-defined"
     compute_efficiency: quantity(minimum=MIN_RATE) = 1.0
+    parallel_rules: text(*PARALLEL_RULES) = "megatron"
 
     def build(self, where: str) -> Wafer:
         if self.compute_efficiency > 1:
@@ -339,7 +342,7 @@ class WaferSpec(Record):
                                 field_at(where, "faulty_dies"))
         return Wafer(self.name, self.rows, self.cols, self.die_tflops * TFLOPS, self.dram_gb * GB,
                      self.dram_bw_tbps * TB_PER_S, mesh.link_bandwidth, mesh.link_latency, mesh.faulty_dies,
-                     mesh.faulty_links, self.source, self.compute_efficiency)
+                     mesh.faulty_links, self.source, self.compute_efficiency, self.parallel_rules)
 
     @classmethod
     def of(cls, wafer: Wafer) -> "WaferSpec":
@@ -349,7 +352,7 @@ class WaferSpec(Record):
             link_bw_tbps=wafer.link_bandwidth / TB_PER_S, link_latency_us=wafer.link_latency / US,
             faulty_dies=sorted([list(d) for d in wafer.faulty_dies]),
             faulty_links=sorted([sorted([list(d) for d in link]) for link in wafer.faulty_links]),
-            source=wafer.source, compute_efficiency=wafer.compute_efficiency)
+            source=wafer.source, compute_efficiency=wafer.compute_efficiency, parallel_rules=wafer.parallel_rules)
 
 
 def resolve_llm(spec: Any, where: str = "model") -> LLM:

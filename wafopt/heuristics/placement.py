@@ -200,7 +200,9 @@ def ga(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
 
 def _run_ga(fit: Fitness, lay: Layout, deadline: float, seed: int, report, pop_size: int = 60,
             stall_generations: int = 60, stop=never):
-    from pymoo.algorithms.soo.nonconvex.ga import GA  # lazy: slow import (docs/architecture.md)
+    from pymoo.algorithms.soo.nonconvex.ga import (
+        GA,  # lazy: slow import (docs/architecture.md)
+    )
     from pymoo.core.callback import Callback
     from pymoo.core.mutation import Mutation
     from pymoo.core.problem import Problem

@@ -478,7 +478,9 @@ def ga(instance, options: SolveOptions) -> MethodResult:
     the best individual's rings are re-ordered and improved by local search."""
     from importlib.metadata import version
 
-    from pymoo.algorithms.soo.nonconvex.ga import GA  # lazy: slow import (docs/architecture.md)
+    from pymoo.algorithms.soo.nonconvex.ga import (
+        GA,  # lazy: slow import (docs/architecture.md)
+    )
     from pymoo.core.problem import Problem
     from pymoo.operators.crossover.ox import OrderCrossover
     from pymoo.operators.mutation.inversion import InversionMutation

@@ -36,7 +36,7 @@ from wafopt.compose import methods as kernels
 from wafopt.compose.gcmr import solve_gcmr
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.layout import SCHEMES, split_layers
+from wafopt.costmodel.layout import split_layers
 from wafopt.costmodel.scenario import Choice, Fixed, Parallel, Scenario
 from wafopt.heuristics import placement as placement_heuristics
 from wafopt.heuristics import recompute as recompute_heuristics
@@ -84,9 +84,9 @@ class Composition:
     evaluated: int = 0
 
 
-def tp_schemes(par: Parallel) -> tuple[str, ...]:
-    """The tensor-parallel schemes the cost model offers (one is enough without TP)."""
-    return tuple(SCHEMES) if par.tp > 1 else tuple(SCHEMES)[:1]
+def tp_schemes(scenario: Scenario, par: Parallel) -> tuple[str, ...]:
+    """The tensor-parallel schemes that can split the model over tp dies (one is enough without TP)."""
+    return scenario.tp_schemes(par.tp)
 
 
 def fixed_scenario(scenario: Scenario, choice: Choice) -> Scenario:
@@ -371,7 +371,7 @@ def compose_layout(scenario: Scenario, choice: Choice, options: SolveOptions) ->
         if out.objective is None or objective < out.objective:
             out.objective, out.plan, out.how = objective, plan, how
 
-    schemes = tp_schemes(par)
+    schemes = tp_schemes(scenario, par)
 
     def seed_with_baselines() -> None:
         runs = [(fs, {})]

@@ -18,7 +18,6 @@ from types import SimpleNamespace
 import numpy as np
 
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.layout import SCHEMES
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 from wafopt.costmodel.stage_numbers import (
     kind_prefix,
@@ -143,7 +142,7 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     size = choice_size(scenario, choice)
     tr = scenario.training_for(Choice(micro_batch=size))
     L, p = scenario.llm.layers, par.pp
-    schemes = tuple(SCHEMES)
+    schemes = scenario.tp_schemes(par.tp)
     m = tr.global_batch // (tr.micro_batch * par.dp)
     moe = kind_prefix(scenario.llm)
     dp_key = par.dp if tr.distributed_optimizer else 1   # dp changes a stage only through the sharded optimizer

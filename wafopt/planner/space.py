@@ -1,7 +1,8 @@
 """The planner's search space: every layout (tp, pp, dp) and micro-batch size a plan may choose.
 
-A layout is in the space when tp * pp * dp <= healthy dies, pp <= layers and dp divides
-global_batch / b for the micro-batch size b, restricted to what the scenario's `parallel:` fixes.
+A layout is in the space when tp is legal for the model and the wafer (wafopt.costmodel.rules),
+tp * pp * dp <= healthy dies, pp <= layers and dp divides global_batch / b for the micro-batch
+size b, restricted to what the scenario's `parallel:` fixes.
 Every plan the evaluator accepts has one of these choices; each stage may use either
 tensor-parallel scheme, and the plan chooses its contiguous layer split.
 
@@ -24,7 +25,10 @@ def _layouts(scenario: Scenario, micro_batch: int) -> list[Parallel]:
     sequences = scenario.training.global_batch // micro_batch
     dps = [fixed.dp] if fixed.dp else [d for d in _divisors(sequences) if d <= healthy]
     out = []
-    for tp in ([fixed.tp] if fixed.tp else range(1, healthy + 1)):
+    tps = [t for t in range(1, healthy + 1) if scenario.tp_schemes(t)]
+    for tp in ([fixed.tp] if fixed.tp else tps):
+        if tp not in tps:
+            continue
         for dp in dps:
             if sequences % dp:
                 continue

@@ -6,6 +6,13 @@ the active flows share max-min fairly (`flows.max_min_rates`), re-solved wheneve
 or ends on a link another flow uses. DRAM use is tracked per die over time and may never exceed
 the die's capacity. With contention off every communication takes its analytic duration, so the
 run is the longest path of the task graph.
+
+Interleaved 1F1B (`interleave` v > 1 on the PlanTasks; `schedule.pipeline_order`): each stage's
+forward / recompute / backward blocks are one chunk's, run once per (chunk, micro-batch); chunk c
+of stage i is virtual stage c p + i; the last stage's `send_forward` carries chunk c to stage 0's
+chunk c+1 and stage 0's `send_backward` carries chunk c's gradients to the last stage's chunk c-1.
+Memory: `activation_bytes` (and offloaded shares) per in-flight chunk-micro-batch, from the
+chunk's forward start to its backward end; `transient_bytes` during each chunk-backward.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wafopt.core.numeric import at_most
-from wafopt.costmodel.schedule import one_f_one_b_order
+from wafopt.costmodel.schedule import pipeline_order
 from wafopt.costmodel.tasks import (
     Block,
     Comm,
@@ -52,6 +59,7 @@ class Interval:
     microbatch: int    # -1 for the optimizer step
     start: float
     end: float
+    chunk: int = 0     # model chunk (virtual stage chunk * pp + stage) with interleaving
 
 
 @dataclass
@@ -150,6 +158,7 @@ class _Task:
     k: int
     steps: tuple              # floats (fixed seconds) and _CommRun
     mark: int = -1            # step index where a backward's recompute ends
+    chunk: int = 0            # model chunk of an F or B (interleaving)
     succ: list = field(default_factory=list)
     waiting: int = 0
     pos: int = 0
@@ -208,8 +217,8 @@ class _Simulator:
         run = self._run(comm, times)
         return (run,) if self.contention else (float(comm.analytic_s),)
 
-    def _task(self, kind, r, i, k, steps, mark=-1) -> int:
-        self.tasks.append(_Task(kind, r, i, k, steps, mark))
+    def _task(self, kind, r, i, k, steps, mark=-1, chunk=0) -> int:
+        self.tasks.append(_Task(kind, r, i, k, steps, mark, chunk))
         return len(self.tasks) - 1
 
     def _edge(self, a: int | None, b: int) -> None:
@@ -219,44 +228,49 @@ class _Simulator:
 
     def _build_graph(self) -> None:
         plan, m = self.plan, self.plan.microbatches
-        p = plan.pp
+        p, v = plan.pp, getattr(plan, "interleave", 1)
+        runs = m * v   # each stage's blocks run once per (chunk, micro-batch)
         last_backward: dict[int, list[int]] = defaultdict(list)
         self.compute_s: dict[Die, float] = defaultdict(float)
         for r, pipe in enumerate(plan.pipelines):
-            fwd: dict[tuple[int, int], int] = {}
-            bwd: dict[tuple[int, int], int] = {}
+            fwd: dict[tuple[int, int, int], int] = {}   # (stage, chunk, micro-batch) -> task
+            bwd: dict[tuple[int, int, int], int] = {}
             for st in pipe:
                 i = st.index
-                f_steps = self._steps(st.forward, m)
-                rec = self._steps(st.recompute, m)
-                b_steps = rec + self._steps(st.backward, m)
-                busy = m * sum(compute_seconds(ph) for ph in (st.forward, st.recompute, st.backward))
+                f_steps = self._steps(st.forward, runs)
+                rec = self._steps(st.recompute, runs)
+                b_steps = rec + self._steps(st.backward, runs)
+                busy = runs * sum(compute_seconds(ph) for ph in (st.forward, st.recompute, st.backward))
                 for d in st.dies:
                     self.compute_s[d] += busy + st.optimizer_s
                 prev = None
-                for kind, k in one_f_one_b_order(i, p, m):
+                for kind, c, k in pipeline_order(i, p, m, v):
                     if kind == "F":
-                        t = fwd[(i, k)] = self._task("F", r, i, k, f_steps)
+                        t = fwd[(i, c, k)] = self._task("F", r, i, k, f_steps, chunk=c)
                     else:
-                        t = bwd[(i, k)] = self._task("B", r, i, k, b_steps, mark=len(rec))
+                        t = bwd[(i, c, k)] = self._task("B", r, i, k, b_steps, mark=len(rec), chunk=c)
                     self._edge(prev, t)
                     prev = t
                 last_backward[i].append(prev)
             for st in pipe:
                 i = st.index
-                for k in range(m):
-                    if st.send_forward is not None and i + 1 < p:
-                        s = self._task("SF", r, i, k, self._comm_steps(st.send_forward, 1))
-                        self._edge(fwd[(i, k)], s)
-                        self._edge(s, fwd[(i + 1, k)])
-                    if st.send_backward is not None and i > 0:
-                        s = self._task("SB", r, i, k, self._comm_steps(st.send_backward, 1))
-                        self._edge(bwd[(i, k)], s)
-                        self._edge(s, bwd[(i - 1, k)])
-                    if st.send_forward is None and i + 1 < p:
-                        self._edge(fwd[(i, k)], fwd[(i + 1, k)])
-                    if st.send_backward is None and i > 0:
-                        self._edge(bwd[(i, k)], bwd[(i - 1, k)])
+                for c in range(v):
+                    # the next virtual stage (c p + i + 1) and the previous one (c p + i - 1)
+                    nxt = (i + 1, c) if i + 1 < p else (0, c + 1) if c + 1 < v else None
+                    before = (i - 1, c) if i > 0 else (p - 1, c - 1) if c > 0 else None
+                    for k in range(m):
+                        if st.send_forward is not None and nxt is not None:
+                            s = self._task("SF", r, i, k, self._comm_steps(st.send_forward, 1), chunk=c)
+                            self._edge(fwd[(i, c, k)], s)
+                            self._edge(s, fwd[(*nxt, k)])
+                        if st.send_backward is not None and before is not None:
+                            s = self._task("SB", r, i, k, self._comm_steps(st.send_backward, 1), chunk=c)
+                            self._edge(bwd[(i, c, k)], s)
+                            self._edge(s, bwd[(*before, k)])
+                        if st.send_forward is None and nxt is not None:
+                            self._edge(fwd[(i, c, k)], fwd[(*nxt, k)])
+                        if st.send_backward is None and before is not None:
+                            self._edge(bwd[(i, c, k)], bwd[(*before, k)])
         for i in range(p):
             gate = None
             comm = plan.dp_allreduce[i] if i < len(plan.dp_allreduce) else None
@@ -361,11 +375,12 @@ class _Simulator:
             self._memory(self.transient[group], -1, t)
             self._memory(self.alive[group], -1, t)
             if task.mark > 0:
-                self.intervals.append(Interval(*group, "recompute", task.k, task.start, task.mark_time))
+                self.intervals.append(Interval(*group, "recompute", task.k, task.start, task.mark_time,
+                                               task.chunk))
             self.intervals.append(Interval(*group, "backward", task.k, task.mark_time if task.mark > 0
-                                           else task.start, t))
+                                           else task.start, t, task.chunk))
         elif task.kind == "F":
-            self.intervals.append(Interval(*group, "forward", task.k, task.start, t))
+            self.intervals.append(Interval(*group, "forward", task.k, task.start, t, task.chunk))
         elif task.kind == "OPT" and t > task.start:
             self.intervals.append(Interval(*group, "optimizer", -1, task.start, t))
         self.end = max(self.end, t)

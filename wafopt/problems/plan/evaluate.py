@@ -71,7 +71,7 @@ def evaluate(scenario: Scenario, plan: dict) -> Evaluation:
         "iteration_time_s": iteration, "microbatches": m, "micro_batch": work.training.micro_batch,
         "layers": [s.layers for s in stages], "dp_allreduce_s": max(dp_s),
         "optimizer_s": max(s.optimizer_s for s in stages), "optimizer_exposed_s": cost.optimizer_exposed_s,
-        "tp_scheme": list(layout.schemes),
+        "tp_scheme": list(work.schemes),
         "stages": stage_rows,
         "memory": [{"die": list(d), "bytes": b, "capacity": capacity, "transient_bytes": transient.get(d, 0.0)}
                    for d, b in sorted(memory.items())],

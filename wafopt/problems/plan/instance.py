@@ -16,11 +16,29 @@ import math
 from dataclasses import asdict
 
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.scenario import Choice, Scenario
+from wafopt.costmodel.rules import interleave_violation, tp_violation
+from wafopt.costmodel.scenario import Choice, Fixed, Scenario
 
 OBJECTIVE = "1F1B iteration time (s)"
 
 GB = 1e9
+
+
+def check_rules(llm, wafer, training, fixed: Fixed, where: str) -> None:
+    """A fixed `parallel:` must be a layout its scheme can run (wafopt.costmodel.rules): InstanceError
+    naming the rule and the numbers otherwise."""
+    if fixed.tp is not None:   # a fixed tp is Megatron's unless the scenario fixes tp_scheme: tatp
+        why = tp_violation(llm, fixed.tp, wafer.parallel_rules, fixed.tp_scheme or "megatron")
+        if why:
+            raise InstanceError(why, f"{where}.tp")
+    if fixed.interleave not in (None, 1):
+        if fixed.pp is None:
+            raise InstanceError("interleave needs pp fixed too", f"{where}.interleave")
+        counts = {training.global_batch // (b * fixed.dp) for b in training.micro_batches
+                  if fixed.dp is not None and training.global_batch % (b * fixed.dp) == 0}
+        why = interleave_violation(llm, fixed.pp, fixed.interleave, min(counts) if len(counts) == 1 else None)
+        if why:
+            raise InstanceError(why, f"{where}.interleave")
 
 
 def check_fits(scenario: Scenario) -> None:

@@ -18,7 +18,7 @@ from wafopt.core.errors import InstanceError
 from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
 from wafopt.costmodel.training import TrainingSpec, parse_training
 from wafopt.hardware.catalog import LLMSpec, WaferSpec, resolve_llm, resolve_wafer
-from wafopt.problems.plan.instance import check_fits
+from wafopt.problems.plan.instance import check_fits, check_rules
 
 
 class ParallelSpec(schema.Spec):
@@ -27,14 +27,16 @@ class ParallelSpec(schema.Spec):
     tp: schema.DieCount | None = None
     pp: schema.DieCount | None = None
     dp: schema.DieCount | None = None
+    interleave: schema.DieCount | None = None   # virtual stages per device (interleaved 1F1B)
+    tp_scheme: Literal["megatron", "tatp"] | None = None   # fixes the scheme of every stage (default: megatron)
 
     def layout(self) -> tuple[Parallel | None, Fixed]:
-        """tp and pp given: a fixed layout (dp default 1); otherwise what is given is fixed and the
-        planner searches the rest."""
+        """tp and pp given: a fixed layout (dp and interleave default 1); otherwise what is given
+        is fixed and the planner searches the rest."""
         if self.tp is not None and self.pp is not None:
-            par = Parallel(self.tp, self.pp, self.dp or 1)
-            return par, Fixed(par.tp, par.pp, par.dp)
-        return None, Fixed(self.tp, self.pp, self.dp)
+            par = Parallel(self.tp, self.pp, self.dp or 1, self.interleave or 1)
+            return par, Fixed(par.tp, par.pp, par.dp, self.interleave, self.tp_scheme)
+        return None, Fixed(self.tp, self.pp, self.dp, self.interleave, self.tp_scheme)
 
 
 class PlanDocument(schema.Document):
@@ -60,6 +62,7 @@ class PlanDocument(schema.Document):
         if self.parallel is None and "parallel" in self.model_fields_set:
             raise InstanceError("missing required field", at("parallel"))   # null: not a partial layout
         parallel, fixed = self.parallel.layout() if self.parallel is not None else (None, Fixed())
+        check_rules(llm, wafer, training, fixed, at("parallel"))
         scenario = Scenario(wafer, llm, training, parallel, fixed)
         check_fits(scenario)
         return scenario

@@ -1,0 +1,99 @@
+"""What a parallel layout may be: the rules a Megatron-LM run enforces, and WATOS's even-TP rule.
+
+One place for them: scenario validation (a fixed `parallel:`), the evaluator, the planner's
+layout space (and so its bounds) and `certify` all ask `layout_violation`. Sources:
+docs/workload.md, "Legal layouts".
+
+- Tensor parallelism (Megatron-LM, Shoeybi et al. 2019, Sec. 3; Narayanan et al. 2021,
+  Sec. 2.3): tp divides the attention heads, the hidden size and the MLP width (every expert's),
+  so every die holds whole heads and whole column / row blocks. With grouped-query attention tp
+  divides the KV heads or is a multiple of them; KV heads are then replicated (`kv_heads_per_die`).
+  The vocabulary is padded to a multiple of 128 x tp (Megatron-LM's `make-vocab-size-divisible-by`
+  default), so it never breaks a layout.
+- TATP (TEMP Sec. V) splits the sequence and the reduction dimension, not heads: every die holds
+  whole tokens of every head and attention streams the other dies' K/V around the ring
+  (`wafopt.costmodel.operators`), so any degree up to the hidden size is legal.
+- `parallel_rules: watos` (a wafer option, on for the WATOS presets): WATOS Alg. 1 iterates TP sizes
+  so that "the TP instance consists of an even number of dies"; tp is 1 or even.
+- Interleaved 1F1B (Narayanan et al. 2021, Sec. 2.2.2): with v > 1 virtual stages per device,
+  the layers split into pp x v equal chunks and the micro-batches per pipeline are a multiple of pp.
+"""
+
+from __future__ import annotations
+
+import math
+
+from wafopt.hardware.catalog import PARALLEL_RULES  # noqa: F401  (megatron; watos = megatron + even tp)
+
+VOCAB_MULTIPLE = 128                     # Megatron-LM's make-vocab-size-divisible-by default
+
+
+def padded_vocab(vocab: int, tp: int) -> int:
+    """The vocabulary Megatron-LM allocates: `vocab` rounded up to a multiple of 128 x tp."""
+    multiple = VOCAB_MULTIPLE * tp
+    return math.ceil(vocab / multiple) * multiple
+
+
+def kv_heads_per_die(llm, tp: int) -> int:
+    """KV heads one die of a tp group holds: kv_heads / tp, or one replicated head when tp > kv_heads."""
+    return max(llm.kv_heads // tp, 1)
+
+
+def tp_violation(llm, tp: int, parallel_rules: str = "megatron", scheme: str = "megatron") -> str | None:
+    """Why tensor-parallel degree `tp` cannot split `llm` with `scheme`, or None."""
+    if tp == 1:
+        return None
+    if parallel_rules == "watos" and tp % 2:
+        return (f"tp {tp} is odd: the wafer's parallel_rules: watos allow only even tensor-parallel groups "
+                "(WATOS Alg. 1)")
+    if scheme == "tatp":   # sequence and reduction split: whole tokens and rows, any degree
+        return None if tp <= llm.hidden else f"tp {tp} exceeds the hidden size {llm.hidden} (TATP)"
+    if llm.heads % tp:
+        return f"tp {tp} does not divide {llm.heads} attention heads"
+    if llm.kv_heads % tp and tp % llm.kv_heads:
+        return f"tp {tp} neither divides nor is a multiple of {llm.kv_heads} KV heads"
+    if llm.hidden % tp:
+        return f"tp {tp} does not divide the hidden size {llm.hidden}"
+    widths = {llm.ffn_hidden} | ({llm.expert_ffn} if llm.is_moe else set())
+    for width in sorted(widths):
+        if width % tp:
+            return f"tp {tp} does not divide the MLP width {width}"
+    return None
+
+
+def legal_schemes(llm, tp: int, parallel_rules: str = "megatron") -> tuple[str, ...]:
+    """The tensor-parallel schemes that can split `llm` over `tp` dies (one suffices without TP)."""
+    if tp == 1:
+        return ("megatron",)
+    return tuple(s for s in ("megatron", "tatp") if tp_violation(llm, tp, parallel_rules, s) is None)
+
+
+def interleave_violation(llm, pp: int, interleave: int, microbatches: int | None = None) -> str | None:
+    """Why `interleave` virtual stages per device cannot run, or None (`microbatches` per pipeline,
+    when known)."""
+    if interleave == 1:
+        return None
+    if pp == 1:
+        return f"interleave {interleave} needs pipeline parallelism (pp > 1)"
+    if llm.layers % (pp * interleave):
+        return (f"interleave {interleave} with pp {pp} needs the {llm.layers} layers to split into "
+                f"pp x interleave = {pp * interleave} equal chunks")
+    if microbatches is not None and microbatches % pp:
+        return f"interleave {interleave} needs the {microbatches} micro-batches per pipeline to be a multiple of pp {pp}"
+    return None
+
+
+def layout_violation(llm, parallel_rules: str, tp: int, pp: int = 1, interleave: int = 1,
+                     microbatches: int | None = None, schemes=("megatron",)) -> str | None:
+    """The first rule a layout breaks with these tensor-parallel schemes, or None."""
+    for scheme in dict.fromkeys(schemes):
+        why = tp_violation(llm, tp, parallel_rules, scheme)
+        if why:
+            return why if scheme == "megatron" else f"{why} ({scheme})"
+    return interleave_violation(llm, pp, interleave, microbatches)
+
+
+def any_scheme_violation(llm, tp: int, parallel_rules: str) -> str | None:
+    """Why no scheme can split `llm` over `tp` dies (the Megatron reason), or None."""
+    return None if legal_schemes(llm, tp, parallel_rules) else tp_violation(llm, tp, parallel_rules)
+
