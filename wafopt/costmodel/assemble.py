@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 from wafopt.costmodel.model import LayoutWorkload
-from wafopt.costmodel.network import CommCosting, Network, ring_pairs
+from wafopt.costmodel.network import CommCosting, Network, network_of, ring_pairs
 from wafopt.costmodel.plan_layout import PlanLayout
 from wafopt.costmodel.scenario import Scenario
 from wafopt.costmodel.stage import FULL, ComputeStep, StageWorkload
@@ -81,11 +81,10 @@ def _analytic(blocks: tuple[Block, ...], comm_only: bool = False) -> float:
 
 def assemble(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: list) -> tuple[PlanTasks, list[list[StageCosts]], Network]:
     """The task graph of a structurally valid plan, its per-stage costs, and the link loads."""
-    mesh = scenario.mesh()
     par, pipelines = layout.par, layout.pipelines
     m = work.microbatches
-    net = Network(mesh, layout.routes)
-    costing = CommCosting(mesh, net)
+    net = network_of(scenario, layout.routes)
+    costing = CommCosting(net)
     stages = work.stages
 
     # --- concurrency classes and per-iteration link loads --------------------------------------
@@ -93,10 +92,12 @@ def assemble(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: li
     for r in range(par.dp):
         for i in range(par.pp):
             net.register("tp", tp_pairs[r][i])
-    send_pairs = [[list(zip(pipe[i], pipe[i + 1])) for i in range(par.pp - 1)] for pipe in pipelines]
+    v = par.interleave   # with v > 1 the last stage also sends to the first (chunk c to c + 1)
+    bounds = par.pp if v > 1 else par.pp - 1
+    send_pairs = [[list(zip(pipe[i], pipe[(i + 1) % par.pp])) for i in range(bounds)] for pipe in pipelines]
     share = work.p2p_bytes / par.tp   # Megatron scatter/gather: die k talks to die k of the next stage
     for r in range(par.dp):
-        for i in range(par.pp - 1):
+        for i in range(bounds):
             net.register("p2p_forward", send_pairs[r][i])
             net.register("p2p_backward", [(b, a) for a, b in send_pairs[r][i]])
     stage_of = {d: (r, i) for r, pipe in enumerate(pipelines) for i, dies in enumerate(pipe) for d in dies}
@@ -134,9 +135,9 @@ def assemble(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: li
                 fwd = fwd + (Block((store,)),)
                 recompute = (Block((load,)),) + recompute
             send_f = send_b = None
-            if i < par.pp - 1:
+            if i < bounds:
                 send_f = _send(send_pairs[r][i], share, "p2p_forward", net, costing)
-            if i > 0:
+            if i > 0 or v > 1:
                 back = [(b, a) for a, b in send_pairs[r][i - 1]]
                 send_b = _send(back, share, "p2p_backward", net, costing)
             c = StageCosts(
@@ -152,13 +153,14 @@ def assemble(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: li
                     for st in block.steps:
                         if isinstance(st, Comm):
                             net.add_loads(st, block.repeat * m)
-            net.add_loads(send_f, m)
-            net.add_loads(send_b, m)
+            sends = m * v if v > 1 else m   # chunk boundaries crossed per micro-batch
+            net.add_loads(send_f, sends if i < par.pp - 1 else m * (v - 1))
+            net.add_loads(send_b, sends if i > 0 else m * (v - 1))
             row.append(c)
             tasks_row.append(StageTasks(
-                index=i, replica=r, dies=tuple(dies), forward=fwd, recompute=recompute, backward=bwd,
-                send_forward=send_f, send_backward=send_b, optimizer_s=s.optimizer_s,
-                state_bytes=s.state_bytes, activation_bytes=s.kept_bytes(x[i]),
+                index=i, replica=r, dies=tuple(dies), forward=_chunk(fwd, v), recompute=_chunk(recompute, v),
+                backward=_chunk(bwd, v), send_forward=send_f, send_backward=send_b, optimizer_s=s.optimizer_s,
+                state_bytes=s.state_bytes, activation_bytes=s.kept_bytes(x[i]) / v,
                 transient_bytes=s.transient_bytes(x[i])))
         costs.append(row)
         pipes_tasks.append(tuple(tasks_row))
@@ -167,8 +169,32 @@ def assemble(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: li
                      if par.dp > 1 else None for i, s in enumerate(stages))
     offloads = tuple(Offload(snd, hlp, b) for (snd, hlp), b in per_mb_offload.items())
     tasks = PlanTasks(m, tuple(pipes_tasks), dp_comms, offloads, scenario.wafer.dram_capacity,
-                      mesh.link_bandwidth, scenario.wafer.die_flops * scenario.wafer.compute_efficiency)
+                      net.link_bandwidth, scenario.wafer.die_flops * scenario.wafer.compute_efficiency, v)
     return tasks, costs, net
+
+
+def _chunk(blocks: tuple[Block, ...], v: int) -> tuple[Block, ...]:
+    """One of the v equal chunks of a stage's pass (interleaved 1F1B): layer blocks with 1/v of their
+    repeats; the embedding and LM head, which sit in one chunk, spread evenly over the v (their
+    seconds and bytes / v), so a chunk lasts exactly 1/v of the stage."""
+    if v == 1:
+        return blocks
+    out = []
+    for block in blocks:
+        if block.repeat % v == 0:
+            out.append(Block(block.steps, block.repeat // v))
+            continue
+        steps = []
+        for st in block.steps:
+            if isinstance(st, Comm):
+                steps.append(Comm(st.name, tuple(RoutedFlow(f.src, f.dst, f.bytes * block.repeat / v, f.route)
+                                                 for f in st.flows),
+                                  st.latency_s * block.repeat / v, st.analytic_s * block.repeat / v,
+                                  st.hidden_s * block.repeat / v))
+            else:
+                steps.append(Compute(st.name, st.seconds * block.repeat / v, st.flops * block.repeat / v))
+        out.append(Block(tuple(steps), 1))
+    return tuple(out)
 
 
 def _recompute_blocks(s: StageWorkload, row, full: tuple[Block, ...], dies, kappa, costing) -> tuple[Block, ...]:
@@ -189,10 +215,9 @@ def _recompute_blocks(s: StageWorkload, row, full: tuple[Block, ...], dies, kapp
 
 
 def _send(pairs, nbytes: float, cls: str, net: Network, costing: CommCosting) -> Comm:
-    hops = max(len(net.route(a, b)) for a, b in pairs)
-    latency = hops * costing.alpha
+    latency = costing.latency(pairs)
     kappa = net.kappa(cls, pairs)
-    return Comm(cls, net.flows(pairs, nbytes), latency, latency + kappa * nbytes / costing.bandwidth)
+    return Comm(cls, net.flows(pairs, nbytes), latency, latency + costing.transfer(pairs, nbytes, kappa))
 
 
 def _offload_comms(scenario, s: StageWorkload, dies, per_mb_offload, offload_load, net, costing):
@@ -210,13 +235,13 @@ def _offload_comms(scenario, s: StageWorkload, dies, per_mb_offload, offload_loa
             if not pairs:
                 continue
             links = [link for (a, c), _ in pairs for link in net.route(a, c)]
-            link_s = max(len(net.route(a, c)) for (a, c), _ in pairs) * costing.alpha + \
-                max(loads[link] for link in links) / costing.bandwidth
+            link_s = costing.latency([p for p, _ in pairs]) + \
+                costing.transfer([p for p, _ in pairs], max(loads[link] for link in links))
             dram_s = sum(b for _, b in pairs) / scenario.wafer.dram_bandwidth
             if link_s - dram_s > worst:
                 worst, hidden = link_s - dram_s, dram_s
             flows += [RoutedFlow(a, c, b, net.route(a, c)) for (a, c), b in pairs]
-        latency = max(len(f.route) for f in flows) * costing.alpha
+        latency = costing.latency([(f.src, f.dst) for f in flows])
         out.append(Comm(f"offload_{direction}", tuple(flows), latency, max(0.0, worst), hidden))
     return out[0], out[1]
 
@@ -236,9 +261,8 @@ def _dp_allreduce(scenario, s: StageWorkload, rings: list[list[Die]], net: Netwo
         for link in net.route(a, b):
             counts[link] = counts.get(link, 0) + 1
     kappa = max(counts.values(), default=1)
-    hops = max(len(net.route(a, b)) for a, b in pairs)
-    latency = 2 * (dp - 1) * hops * costing.alpha
+    latency = 2 * (dp - 1) * costing.latency(pairs)
     comm = Comm("dp_allreduce", net.flows(pairs, flow_bytes), latency,
-                latency + kappa * flow_bytes / costing.bandwidth)
+                latency + costing.transfer(pairs, flow_bytes, kappa))
     net.add_loads(comm, 1)
     return comm

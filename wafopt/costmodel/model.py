@@ -58,6 +58,7 @@ class LayoutWorkload:
     p2p_bytes: float               # b*s*h*bytes: the stage boundary tensor, per micro-batch, each way
     model_flops_per_iteration: float   # 3 * forward matmul FLOPs of the global batch (no recompute)
     schemes: tuple[str, ...] = ()
+    interleave: int = 1            # virtual pipeline stages per device
 
     @property
     def dies(self) -> int:
@@ -65,7 +66,7 @@ class LayoutWorkload:
 
 
 def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
-                   dp: int = 1, schemes=None, layers=None) -> LayoutWorkload:
+                   dp: int = 1, schemes=None, layers=None, interleave: int = 1) -> LayoutWorkload:
     """The workload of every pipeline stage for a TP x PP x DP layout of `llm` on `wafer`;
     `schemes`: the tensor-parallel scheme of every stage (default Megatron); `layers`: the layers
     of every stage (default split_layers, as even as possible)."""
@@ -93,12 +94,13 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
     for index, n in enumerate(split):
         kinds = tuple((tables[(moe, schemes[index])], c) for moe, c in _kind_counts(llm, first, n))
         stages.append(_stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first, n, kinds,
-                             schemes[index]))
+                             schemes[index], interleave))
         first += n
     E, s, b, h = training.activation_bytes, training.seq, training.micro_batch, llm.hidden
     return LayoutWorkload(llm=llm, wafer=wafer, training=training, tp=tp, pp=pp, dp=dp, microbatches=m,
                           stages=tuple(stages), p2p_bytes=E * b * s * h,
-                          model_flops_per_iteration=model_flops_per_iteration(llm, training), schemes=schemes)
+                          model_flops_per_iteration=model_flops_per_iteration(llm, training), schemes=schemes,
+                          interleave=interleave)
 
 
 def stage_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int, dp: int, index: int,
@@ -162,7 +164,7 @@ def _head_ops(llm: LLM, training: Training, tp: int, scheme: str, first: bool, l
     if last:
         gemm = 2 * sb * h * V / tp
         fwd = Cost(LAYERNORM_FLOPS * sbh * r + gemm + SOFTMAX_FLOPS * sb * V / tp,
-                   2 * E * sbh * r + E * sbh + E * h * V / tp + LOGIT_BYTES * sb * V / tp)
+                   2 * E * sbh * r + E * sbh + E * h * V / tp + LOGIT_BYTES * sb * V / tp, True)
         fwd_coll, bwd_coll = [], []
         if tp > 1 and sharded:
             fwd_coll = [Collective("all_gather", E * sbh, tp, "lm_head", "gather the final norm output")]
@@ -170,11 +172,21 @@ def _head_ops(llm: LLM, training: Training, tp: int, scheme: str, first: bool, l
         elif tp > 1:
             bwd_coll = [Collective("all_reduce", E * sbh, tp, "lm_head", "all-reduce the input gradient")]
         stored = E * sbh * r + E * sbh * r + LOGIT_BYTES * sb * V / tp   # norm input, head input, logits
-        out.append(("lm_head", fwd, Cost(2 * fwd.flops, 2 * fwd.bytes), fwd_coll, bwd_coll, stored))
+        out.append(("lm_head", fwd, Cost(2 * fwd.flops, 2 * fwd.bytes, True), fwd_coll, bwd_coll, stored))
     return out
 
 
-def _stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first_layer, n, kinds, scheme) -> StageWorkload:
+def inflight_microbatches(pp: int, index: int, m: int, interleave: int = 1) -> float:
+    """Micro-batches whose activations stage `index` holds at its peak under 1F1B: min(pp - index, m);
+    interleaved with v chunks per device, min(2 (pp - index - 1) + (v - 1) pp + 1, m v) chunks of
+    1/v of the stage each (Megatron-LM's warm-up; Korthikanti et al. 2022, Sec. 4.2.3)."""
+    if interleave == 1:
+        return min(pp - index, m)
+    return min(2 * (pp - index - 1) + (interleave - 1) * pp + 1, m * interleave) / interleave
+
+
+def _stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first_layer, n, kinds, scheme,
+           interleave: int = 1) -> StageWorkload:
     first, last = index == 0, index == pp - 1
     h = llm.hidden
 
@@ -250,7 +262,8 @@ def _stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first_layer, n,
     optimizer_s = roofline(Cost(OPTIMIZER_FLOPS * local, local * (read + write)))
 
     return StageWorkload(
-        index=index, layers=n, inflight=min(pp - index, m), params=params, state_bytes=state_bytes,
+        index=index, layers=n, inflight=inflight_microbatches(pp, index, m, interleave), params=params,
+        state_bytes=state_bytes,
         units=tuple(units), activation_bytes=activation, boundary_bytes=boundary,
         fwd_flops=fwd_flops, bwd_flops=bwd_flops, fwd_s=fwd_s, bwd_s=bwd_s, first_layer=first_layer,
         scheme=scheme, extra_activation_bytes=sum(hd[5] for hd in heads),

@@ -12,11 +12,21 @@ from wafopt.hardware.mesh import Die, Mesh
 class Network:
     """Routes (the plan's, else XY) and the per-link flow counts of each concurrency class."""
 
-    def __init__(self, mesh: Mesh, routes: dict):
+    def __init__(self, mesh: Mesh, routes: dict, efficiency=None):
         self.mesh, self.routes = mesh, routes
         self._cache: dict = {}
         self.counts: dict[str, dict] = {}     # class -> link -> concurrent flows
         self.loads: dict = {}                 # link -> bytes per iteration
+        share = efficiency.intra if efficiency is not None else 1.0
+        self.alpha, self.link_bandwidth = mesh.link_latency, mesh.link_bandwidth * share
+
+    def latency(self, route: tuple) -> float:
+        """The alpha part of one transfer along `route`: its hops x the link latency."""
+        return len(route) * self.alpha
+
+    def bandwidth(self, route: tuple) -> float:
+        """Bytes/s one flow gets on `route` alone (every mesh link is alike)."""
+        return self.link_bandwidth
 
     def route(self, src: Die, dst: Die) -> tuple:
         key = (src, dst)
@@ -57,17 +67,60 @@ def ring_pairs(dies: list[Die], both_ways: bool) -> list[tuple[Die, Die]]:
     return pairs + [(b, a) for a, b in pairs] if both_ways else pairs
 
 
-class CommCosting:
-    """Durations of communication phases on the mesh's links, with the network's contention."""
+class SwitchedNetwork(Network):
+    """A GPU cluster: every GPU has one port into its node's switch (NVSwitch) and one into the
+    inter-node fabric (InfiniBand). A route is the sender's out-port and the receiver's in-port, so
+    the contention kappa counts the flows sharing a port; mesh dies are (node, GPU)."""
 
-    def __init__(self, mesh: Mesh, net: Network):
-        self.alpha, self.bandwidth, self.net = mesh.link_latency, mesh.link_bandwidth, net
+    def __init__(self, mesh: Mesh, routes: dict, system):
+        super().__init__(mesh, {}, system.efficiency)
+        eff = system.efficiency
+        self.classes = {"switch": (system.link_latency, system.link_bandwidth * eff.intra),
+                        "fabric": (system.node_latency, system.node_bandwidth * eff.inter)}
+
+    def route(self, src: Die, dst: Die) -> tuple:
+        if src == dst:
+            return ()
+        cls = "switch" if src[0] == dst[0] else "fabric"
+        return ((src, (cls, "out")), (dst, (cls, "in")))
+
+    def _class(self, route: tuple) -> tuple[float, float]:
+        return self.classes[route[0][1][0]] if route else (0.0, float("inf"))
+
+    def latency(self, route: tuple) -> float:
+        return self._class(route)[0]
+
+    def bandwidth(self, route: tuple) -> float:
+        return self._class(route)[1]
+
+
+def network_of(scenario, routes: dict) -> Network:
+    """The network a plan's flows use: the wafer's mesh links, or a cluster's switches."""
+    system = scenario.wafer
+    if getattr(system, "system", "wafer") == "cluster":
+        return SwitchedNetwork(system.mesh(), routes, system)
+    return Network(system.mesh(), routes, system.efficiency)
+
+
+class CommCosting:
+    """Durations of communication phases on the network's links, with its contention."""
+
+    def __init__(self, net: Network):
+        self.net = net
+
+    def latency(self, pairs) -> float:
+        """The alpha part of one step of a phase: its slowest route's latency."""
+        return max((self.net.latency(self.net.route(a, b)) for a, b in pairs), default=0.0)
+
+    def transfer(self, pairs, nbytes: float, kappa: float = 1) -> float:
+        """The beta part: `nbytes` per flow at the slowest route's bandwidth, shared kappa ways."""
+        bandwidth = min((self.net.bandwidth(self.net.route(a, b)) for a, b in pairs), default=float("inf"))
+        return kappa * nbytes / bandwidth
 
     def collective(self, step: CommStep, dies: list[Die], kappa: int, name: str) -> Comm:
         """A ring collective: its steps each last as long as the ring's longest route."""
         c = step.collective
         pairs = ring_pairs(dies, c.directions == 2)
-        hops = max((len(self.net.route(a, b)) for a, b in pairs), default=0)
-        latency = c.steps * hops * self.alpha
-        analytic = max(0.0, latency + kappa * c.flow_bytes / self.bandwidth - step.hidden_s)
+        latency = c.steps * self.latency(pairs)
+        analytic = max(0.0, latency + self.transfer(pairs, c.flow_bytes, kappa) - step.hidden_s)
         return Comm(name or c.kind, self.net.flows(pairs, c.flow_bytes), latency, analytic, step.hidden_s)

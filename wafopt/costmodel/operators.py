@@ -80,6 +80,7 @@ class Collective:
 class Cost:
     flops: float = 0.0
     bytes: float = 0.0
+    matrix: bool = False   # runs on the matrix units (GEMMs, attention products), else vector units
 
 
 @dataclass(frozen=True)
@@ -108,20 +109,21 @@ class LayerUnit:
     recomputable: bool = True
 
 
-def op_seconds(cost: Cost, die_flops: float, dram_bandwidth: float) -> float:
-    """Per-operator roofline: die_flops is the effective peak (peak x efficiency)."""
-    return max(cost.flops / die_flops, cost.bytes / dram_bandwidth)
-
-
 class Roofline:
-    """Operator rooflines on one die: effective peak = die FLOP/s x efficiency."""
+    """Operator rooflines on one die: max(FLOPs / effective FLOP rate, bytes / effective bandwidth),
+    where the rates are the peaks scaled by the system's efficiency tables
+    (wafopt.hardware.efficiency: matrix efficiency by the operator's FLOPs, vector efficiency,
+    memory efficiency by its bytes) and the flat `compute_efficiency`."""
 
     def __init__(self, wafer):
         self.flops = wafer.die_flops * wafer.compute_efficiency
         self.bandwidth = wafer.dram_bandwidth
+        self.efficiency = wafer.efficiency
 
     def __call__(self, cost: Cost) -> float:
-        return op_seconds(cost, self.flops, self.bandwidth)
+        eff = self.efficiency
+        rate = self.flops * (eff.matrix_at(cost.flops) if cost.matrix else eff.vector)
+        return max(cost.flops / rate, cost.bytes / (self.bandwidth * eff.memory_at(cost.bytes)))
 
 
 @dataclass(frozen=True)
@@ -206,15 +208,15 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
     gemm_in = E * sbh * (r if tatp else 1)       # a GEMM's token-side input (gathered unless TATP)
 
     def gemm(name, flops, weights, in_bytes, out_bytes, stores=(), streamed=0.0):
-        fwd = Cost(flops, E * weights + in_bytes + out_bytes + streamed)
+        fwd = Cost(flops, E * weights + in_bytes + out_bytes + streamed, True)
         bwd = Cost(BACKWARD_FACTOR * flops,
-                   2 * (in_bytes + out_bytes) + E * weights + 2 * grad_bytes * weights + 2 * streamed)
+                   2 * (in_bytes + out_bytes) + E * weights + 2 * grad_bytes * weights + 2 * streamed, True)
         gathered = E * sbh if sp and not tatp and name in ("qkv", "fc1") else 0.0
         return Op(name, fwd, bwd, weights, in_bytes, out_bytes, stores, gathered, flops)
 
     def elementwise(name, flops, in_bytes, out_bytes, stores=(), extra_bytes=0.0, weights=0.0, matmul=False):
-        fwd = Cost(flops, in_bytes + out_bytes + extra_bytes)
-        return Op(name, fwd, Cost(BACKWARD_FACTOR * fwd.flops, BACKWARD_FACTOR * fwd.bytes), weights,
+        fwd = Cost(flops, in_bytes + out_bytes + extra_bytes, matmul)
+        return Op(name, fwd, Cost(BACKWARD_FACTOR * fwd.flops, BACKWARD_FACTOR * fwd.bytes, matmul), weights,
                   in_bytes, out_bytes, stores, model_flops=flops if matmul else 0.0)
 
     def stream_bytes(weights, copies=1):
@@ -240,9 +242,9 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
     if training.attention == "flash":
         core_flops = 4 * b * s * s * hq + (SOFTMAX_FLOPS + DROPOUT_FLOPS) * ss
         qkv_bytes = E * sb * (hq + 2 * kv)
-        fwd = Cost(core_flops, qkv_bytes + 2 * kv_streamed + E * sb * hq + STATS_BYTES * a * sb)
+        fwd = Cost(core_flops, qkv_bytes + 2 * kv_streamed + E * sb * hq + STATS_BYTES * a * sb, True)
         bwd_flops = FLASH_BACKWARD_GEMMS * 4 * b * s * s * hq + BACKWARD_FACTOR * (SOFTMAX_FLOPS + DROPOUT_FLOPS) * ss
-        ops.append(Op("flash_attention", fwd, Cost(bwd_flops, BACKWARD_FACTOR * fwd.bytes), 0.0,
+        ops.append(Op("flash_attention", fwd, Cost(bwd_flops, BACKWARD_FACTOR * fwd.bytes, True), 0.0,
                       qkv_bytes, E * sb * hq, ("qk", "v", "softmax_stats"), model_flops=4 * b * s * s * hq))
     else:
         ops += [

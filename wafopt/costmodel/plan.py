@@ -1,7 +1,7 @@
 """From a plan to its cost, top-down: the plan read and checked against its scenario
 (`plan_layout.prepare`: layout, placement, choice, recompute rows, the stage workload of the
 choice), its 1F1B task graph with every task's analytic duration (`assemble`), and the graph's
-longest path (`schedule.one_f_one_b_finish`). The evaluator's objective and per-stage figures
+longest path (`schedule.pipeline_finish`). The evaluator's objective and per-stage figures
 (`price`) and the simulator's task graph (`plan_tasks`) both come from here.
 Formulas: docs/evaluator.md.
 """
@@ -15,7 +15,7 @@ from wafopt.costmodel.assemble import assemble
 from wafopt.costmodel.model import LayoutWorkload
 from wafopt.costmodel.plan_layout import PlanLayout, prepare
 from wafopt.costmodel.scenario import Scenario
-from wafopt.costmodel.schedule import one_f_one_b_finish
+from wafopt.costmodel.schedule import pipeline_finish
 from wafopt.costmodel.stage import StageWorkload
 from wafopt.costmodel.tasks import PlanTasks
 from wafopt.hardware.mesh import Die
@@ -54,9 +54,10 @@ def price(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: list)
     par, stages = layout.par, work.stages
     m = work.microbatches
     finish = [0.0] * par.pp
+    v = par.interleave   # a device runs v chunks of 1/v of its stage each (interleaved 1F1B)
     for row in costs:
-        ends = one_f_one_b_finish([c.forward_s for c in row], [c.backward_s for c in row],
-                                  [c.send_forward_s for c in row], [c.send_backward_s for c in row], m)
+        ends = pipeline_finish([c.forward_s / v for c in row], [c.backward_s / v for c in row],
+                               [c.send_forward_s for c in row], [c.send_backward_s for c in row], m, v)
         finish = [max(a, b) for a, b in zip(finish, ends)]
     dp_s = [c.analytic_s if c is not None else 0.0 for c in tasks.dp_allreduce]
     ends = [f + d for f, d in zip(finish, dp_s)]
@@ -91,6 +92,9 @@ def price(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: list)
 def plan_tasks(scenario: Scenario, plan: dict) -> PlanTasks:
     """The task graph of `plan` for the simulator. Raises PlanError for a plan the evaluator cannot
     read or place (a plan that overflows DRAM still yields its tasks: the simulator reports it)."""
+    if scenario.wafer.system == "cluster":
+        raise PlanError("the simulator replays plans on a wafer's mesh links; a cluster scenario's time is "
+                        "the evaluator's (wafopt solve / evaluate)")
     prepared = prepare(scenario, plan)
     if prepared.violations:
         raise PlanError("; ".join(prepared.violations))

@@ -142,7 +142,7 @@ class Scenario:
 @lru_cache(maxsize=128)   # layouts x schemes x splits x micro-batch sizes a search revisits
 def _workload(scenario: Scenario, parallel: Parallel, schemes: tuple[str, ...] | None, split, micro_batch: int):
     return build_workload(scenario.llm, _with_micro_batch(scenario.training, micro_batch), scenario.wafer, parallel.tp, parallel.pp,
-                          parallel.dp, schemes, None if split is None else list(split))
+                          parallel.dp, schemes, None if split is None else list(split), parallel.interleave)
 
 
 def _with_micro_batch(training, micro_batch: int):

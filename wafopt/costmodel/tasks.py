@@ -108,6 +108,7 @@ class PlanTasks:
     die_capacity: float          # DRAM bytes per die
     link_bandwidth: float        # bytes/s per directed link: the capacity flows share
     die_flops: float             # peak FLOP/s per die
+    interleave: int = 1          # chunks per stage (interleaved 1F1B): stage passes describe one chunk
 
     @property
     def pp(self) -> int:

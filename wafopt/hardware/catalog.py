@@ -31,6 +31,12 @@ from wafopt.core.schema import (
     text,
     validate,
 )
+from wafopt.hardware.efficiency import (
+    IDEAL,
+    Efficiency,
+    EfficiencySpec,
+    parse_efficiency,
+)
 from wafopt.hardware.mesh import Die, Mesh
 
 GB = 1e9          # bytes
@@ -188,6 +194,10 @@ class Wafer:
     source: str = ""
     compute_efficiency: float = 1.0   # share of die_flops a kernel reaches (per-operator rooflines)
     parallel_rules: str = "megatron"  # megatron | watos (also even tp): wafopt.costmodel.rules
+    efficiency: Efficiency = IDEAL    # shares of peak kernels and transfers reach (hardware.efficiency)
+    system: str = "wafer"             # wafer (a die mesh) | cluster (nodes of GPUs: rows x cols = nodes x GPUs)
+    node_bandwidth: float = 0.0       # cluster: inter-node bytes/s per GPU per direction
+    node_latency: float = 0.0         # cluster: inter-node latency per transfer step, seconds
 
     @property
     def dies(self) -> int:
@@ -329,6 +339,7 @@ class WaferSpec(Record):
     source: text() = "user-defined"
     compute_efficiency: quantity(minimum=MIN_RATE) = 1.0
     parallel_rules: text(*PARALLEL_RULES) = "megatron"
+    efficiency: dict[str, Any] | None = None
 
     def build(self, where: str) -> Wafer:
         if self.compute_efficiency > 1:
@@ -342,7 +353,8 @@ class WaferSpec(Record):
                                 field_at(where, "faulty_dies"))
         return Wafer(self.name, self.rows, self.cols, self.die_tflops * TFLOPS, self.dram_gb * GB,
                      self.dram_bw_tbps * TB_PER_S, mesh.link_bandwidth, mesh.link_latency, mesh.faulty_dies,
-                     mesh.faulty_links, self.source, self.compute_efficiency, self.parallel_rules)
+                     mesh.faulty_links, self.source, self.compute_efficiency, self.parallel_rules,
+                     parse_efficiency(self.efficiency, field_at(where, "efficiency")))
 
     @classmethod
     def of(cls, wafer: Wafer) -> "WaferSpec":
@@ -352,7 +364,8 @@ class WaferSpec(Record):
             link_bw_tbps=wafer.link_bandwidth / TB_PER_S, link_latency_us=wafer.link_latency / US,
             faulty_dies=sorted([list(d) for d in wafer.faulty_dies]),
             faulty_links=sorted([sorted([list(d) for d in link]) for link in wafer.faulty_links]),
-            source=wafer.source, compute_efficiency=wafer.compute_efficiency, parallel_rules=wafer.parallel_rules)
+            source=wafer.source, compute_efficiency=wafer.compute_efficiency, parallel_rules=wafer.parallel_rules,
+            efficiency=None if wafer.efficiency == IDEAL else EfficiencySpec.of(wafer.efficiency).dump())
 
 
 def resolve_llm(spec: Any, where: str = "model") -> LLM:

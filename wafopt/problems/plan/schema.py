@@ -18,6 +18,7 @@ from wafopt.core.errors import InstanceError
 from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
 from wafopt.costmodel.training import TrainingSpec, parse_training
 from wafopt.hardware.catalog import LLMSpec, WaferSpec, resolve_llm, resolve_wafer
+from wafopt.hardware.cluster import ClusterSpec, resolve_cluster
 from wafopt.problems.plan.instance import check_fits, check_rules
 
 
@@ -43,9 +44,15 @@ class PlanDocument(schema.Document):
     """A wafer, an LLM, a training setup and optionally the (tp, pp, dp) layout (WATOS)."""
 
     problem: Literal["plan"]
-    wafer: schema.Name | dict[str, Any] = Field(
+    wafer: schema.Name | dict[str, Any] | None = Field(
+        default=None,
         description="a wafer preset name, {preset: NAME, <overrides>}, or every field inline: rows, cols, "
-                    "die_tflops, dram_gb, dram_bw_tbps, link_bw_tbps, link_latency_us, faulty_dies, ...")
+                    "die_tflops, dram_gb, dram_bw_tbps, link_bw_tbps, link_latency_us, faulty_dies, "
+                    "parallel_rules, efficiency, ...")
+    cluster: schema.Name | dict[str, Any] | None = Field(
+        default=None,
+        description="instead of wafer: a GPU cluster preset name, {preset: NAME, nodes: N}, or every field "
+                    "inline: nodes, gpus_per_node, gpu_tflops, hbm_gb, hbm_tbps, nvlink_gbps, network_gbps, ...")
     model: schema.Name | dict[str, Any] = Field(
         description="an LLM preset name, {preset: NAME, <overrides>}, or every field inline: layers, hidden, "
                     "heads, kv_heads, ffn_hidden, vocab, mlp, experts, top_k, moe_every, ...")
@@ -56,7 +63,10 @@ class PlanDocument(schema.Document):
 
     def to_instance(self, where: str) -> Scenario:
         at = lambda key: schema.field_at(where, key)  # noqa: E731
-        wafer = resolve_wafer(self.wafer, at("wafer"))
+        if (self.wafer is None) == (self.cluster is None):
+            raise InstanceError("give wafer or cluster (exactly one)", at("wafer" if self.cluster is None else "cluster"))
+        wafer = (resolve_wafer(self.wafer, at("wafer")) if self.cluster is None
+                 else resolve_cluster(self.cluster, at("cluster")))
         llm = resolve_llm(self.model, at("model"))
         training = parse_training(self.training, at("training"))
         if self.parallel is None and "parallel" in self.model_fields_set:
@@ -69,7 +79,9 @@ class PlanDocument(schema.Document):
 
     @classmethod
     def keys_of(cls, scenario: Scenario) -> dict:
-        keys = {"wafer": WaferSpec.of(scenario.wafer).dump(), "model": LLMSpec.of(scenario.llm).dump(),
+        system = ({"cluster": ClusterSpec.of(scenario.wafer).dump()} if scenario.wafer.system == "cluster"
+                  else {"wafer": WaferSpec.of(scenario.wafer).dump()})
+        keys = {**system, "model": LLMSpec.of(scenario.llm).dump(),
                 "training": TrainingSpec.of(scenario.training).dump()}
         fixed = {k: v for k, v in vars(scenario.fixed).items() if v is not None}
         if fixed:
