@@ -64,7 +64,8 @@ from wafopt.run.methods import methods
 # ~60 ms to the start-up of every command (`wafopt --help` included).
 _ON_FIRST_USE = {
     "wafopt.api.exploring": ("Exploration", "explore"),
-    "wafopt.api.scenarios": ("AblationRun", "Calibration", "SimulationRun", "ablation", "calibrate", "scenario",
+    "wafopt.api.scenarios": ("AblationRun", "Calibration", "FidelityRun", "SimulationRun", "ablation", "calibrate",
+                             "fidelity", "scenario",
                              "simulate", "tatp_report", "workload"),
     "wafopt.simulate.engine": ("MemoryOverflow",),
 }
@@ -79,11 +80,12 @@ def __getattr__(name: str):
 
 __all__ = [
     "AblationRun", "Bound", "Calibration", "CompareJob", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
-    "EXIT_INVALID", "EXIT_NO_PLAN", "EXIT_OK", "EXPORT_FORMATS", "Exploration", "Instance", "InstanceError",
+    "EXIT_INVALID", "EXIT_NO_PLAN", "EXIT_OK", "EXPORT_FORMATS", "Exploration", "FidelityRun", "Instance",
+    "InstanceError",
     "MemoryOverflow", "PROBLEMS", "Result", "SOLUTIONS_DIR", "SimulationRun", "SolveOptions", "Status",
     "__version__", "ablation", "applicable", "as_instance", "calibrate", "certify", "certify_file", "check_warm_start",
     "compare", "compare_jobs", "compare_rows", "compare_table", "default_methods", "default_solution_name",
-    "evaluate", "explore", "export", "import_qaplib", "known_methods", "load", "methods", "missing_details",
+    "evaluate", "explore", "export", "fidelity", "import_qaplib", "known_methods", "load", "methods", "missing_details",
     "options", "prepare_method", "read_plan", "read_warm_start", "run", "save", "scenario", "schema", "show",
     "simulate", "solve", "tatp_report", "validate", "workload",
 ]

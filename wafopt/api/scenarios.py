@@ -14,6 +14,8 @@ from wafopt.costmodel.report import workload_report
 from wafopt.costmodel.training import parse_training
 from wafopt.planner.ablation import Row
 from wafopt.planner.ablation import ablation as planner_ablation
+from wafopt.run.fidelity import FidelityRow, summary
+from wafopt.run.fidelity import fidelity as fidelity_rows
 from wafopt.run.methods import methods
 from wafopt.run.tatp_report import report as tatp_table
 from wafopt.simulate.calibrate import calibrate as calibrate_model
@@ -137,3 +139,16 @@ def calibrate(plans: int = 50, seed: int = 0, out: str = "docs/calibration.md",
     command = f"wafopt calibrate --plans {plans} --seed {seed}"
     write_text(out, render_markdown(result, command))
     return Calibration(result, out, write_calibration(result))
+
+
+@dataclass
+class FidelityRun:
+    rows: list[FidelityRow]
+    summary: dict
+
+
+def fidelity(progress: Callable | None = None) -> FidelityRun:
+    """The cost model's prediction of every shipped measured training run (wafopt/data/measured)
+    against its measured iteration time; `progress(row)` after each run."""
+    rows = fidelity_rows(progress)
+    return FidelityRun(rows, summary(rows))

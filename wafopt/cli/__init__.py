@@ -25,6 +25,7 @@ from wafopt.cli.instances import Export, ImportQaplib, Schema, Show
 from wafopt.cli.scenarios import (
     Ablation,
     Calibrate,
+    Fidelity,
     Simulate,
     TatpReport,
     WorkloadTable,
@@ -32,7 +33,7 @@ from wafopt.cli.scenarios import (
 from wafopt.cli.solving import Certify, Compare, Evaluate, Solve, Validate
 
 COMMANDS = [Validate(), Solve(), Compare(), Ablation(), Certify(), Evaluate(), Show(), ImportQaplib(), TatpReport(),
-            Export(), WorkloadTable(), Explore(), Schema(), Simulate(), Calibrate()]
+            Export(), WorkloadTable(), Explore(), Schema(), Simulate(), Calibrate(), Fidelity()]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""`wafopt ablation`, `tatp-report`, `workload`, `simulate` and `calibrate`: scenario reports."""
+"""`wafopt ablation`, `tatp-report`, `workload`, `simulate`, `calibrate` and `fidelity`: scenario reports."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import wafopt.api as api
 from wafopt.api import EXIT_INFEASIBLE, EXIT_INTERRUPTED, EXIT_OK
 from wafopt.cli.common import Command, stderr
 from wafopt.present.reports import simulation_text, tatp_text, workload_text
-from wafopt.present.tables import ablation_table, calibration_line, calibration_summary
+from wafopt.present.tables import (
+    ablation_table,
+    calibration_line,
+    calibration_summary,
+    fidelity_table,
+)
 
 
 class Ablation(Command):
@@ -118,4 +123,29 @@ class Calibrate(Command):
         done = api.calibrate(args.plans, args.seed, args.out, progress)
         stderr(f"wrote {done.table} and {done.calibration}")
         print(calibration_summary(done.result))
+        return EXIT_OK
+
+
+class Fidelity(Command):
+    name = "fidelity"
+    help = "the cost model against measured training runs (published iteration times): predicted vs measured"
+
+    def add_arguments(self, p):
+        p.add_argument("--json", action="store_true", help="rows and summary as JSON")
+        p.add_argument("--quiet", action="store_true")
+
+    def run(self, args):
+        def progress(row):
+            if not args.quiet and not args.json:
+                stderr(f"{row.run.name}: predicted {row.predicted_s if row.predicted_s is None else round(row.predicted_s, 3)} s, "
+                       f"measured {row.run.measured_s} s")
+
+        done = api.fidelity(progress)
+        if args.json:
+            print(json.dumps({"runs": [{"name": r.run.name, "source": r.run.source, "measured_s": r.run.measured_s,
+                                        "predicted_s": r.predicted_s, "error": r.error, "message": r.message,
+                                        "scenario": r.run.scenario} for r in done.rows],
+                              "summary": done.summary}, indent=1))
+        else:
+            print(fidelity_table(done.rows, done.summary))
         return EXIT_OK

@@ -12,7 +12,7 @@ from wafopt.costmodel.layout import stage_schemes
 from wafopt.costmodel.model import LayoutWorkload
 from wafopt.costmodel.rules import layout_violation
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
-from wafopt.costmodel.stage import FULL
+from wafopt.costmodel.stage import FULL, recompute_row
 from wafopt.hardware.mesh import Die, Mesh, as_die
 
 
@@ -95,8 +95,11 @@ def read_plan(plan: dict) -> PlanLayout:
             raise PlanError(f"layers must be a list of pp = {par.pp} positive integers, got {layers!r:.60}")
         layers = tuple(layers)
     micro_batch = None if plan.get("micro_batch") is None else _int(plan, "micro_batch")
-    return PlanLayout(Choice(par, schemes, micro_batch, layers), tuple(dies), plan.get("recompute"), tuple(offload),
-                      routes)
+    sp = plan.get("sequence_parallel")
+    if sp is not None and not isinstance(sp, bool):
+        raise PlanError(f"sequence_parallel must be true or false, got {sp!r:.60}")
+    return PlanLayout(Choice(par, schemes, micro_batch, layers, sp), tuple(dies), plan.get("recompute"),
+                      tuple(offload), routes)
 
 
 def check_routes(mesh: Mesh, routes: dict) -> list[str]:
@@ -142,6 +145,11 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
                      f"{', '.join(map(str, allowed))}")
     elif picked.micro_batch is None and len(allowed) > 1:
         wrong.append(f"the plan must give micro_batch: the scenario allows {', '.join(map(str, allowed))}")
+    training = scenario.training
+    if (picked.sequence_parallel is not None and training.sequence_parallel_fixed
+            and picked.sequence_parallel != training.sequence_parallel):
+        wrong.append(f"sequence_parallel {str(picked.sequence_parallel).lower()}: the scenario fixes "
+                     f"training.sequence_parallel: {str(training.sequence_parallel).lower()}")
     if picked.layers is not None and sum(picked.layers) != scenario.llm.layers:
         wrong.append(f"layers {list(picked.layers)} sum to {sum(picked.layers)}, the model has "
                       f"{scenario.llm.layers}")
@@ -172,6 +180,8 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
     recompute = layout.recompute
     if recompute is None:
         x = [[0] * n_units for _ in stages]
+        if scenario.training.recompute_policy is not None:
+            violations.append(f"recompute: the scenario fixes training.recompute: {scenario.training.recompute_policy}")
     else:
         if not isinstance(recompute, list) or len(recompute) != layout.par.pp or any(
                 row != FULL and (not isinstance(row, list) or len(row) != n_units) for row in recompute):
@@ -181,6 +191,10 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
         for i, row in enumerate(x):
             if not scenario.training.recompute and (row == FULL or any(row)):
                 violations.append(f"recompute[{i}]: the scenario forbids recomputation (training.recompute: false)")
+                continue
+            policy = scenario.training.recompute_policy
+            if policy is not None and row != recompute_row(stages[i], policy):
+                violations.append(f"recompute[{i}]: the scenario fixes training.recompute: {policy}")
                 continue
             if row == FULL:
                 continue

@@ -54,6 +54,7 @@ class Choice:
     schemes: tuple[str, ...] | str | None = None   # scheme per stage, or one for all stages
     micro_batch: int | None = None
     layers: tuple[int, ...] | None = None       # layers per stage
+    sequence_parallel: bool | None = None       # None: the scenario's setting
 
     def __post_init__(self):
         for name in ("schemes", "layers"):   # lists from plans: hashable, so workloads can be cached
@@ -81,8 +82,8 @@ class Scenario:
         return parallel
 
     def training_for(self, choice: Choice = Choice()):
-        """The training setup with the choice's micro-batch size."""
-        return _with_micro_batch(self.training, choice.micro_batch or self.training.micro_batch)
+        """The training setup with the choice's micro-batch size and sequence parallelism."""
+        return _training(self.training, choice.micro_batch or self.training.micro_batch, choice.sequence_parallel)
 
     def workload(self, choice: Choice = Choice()) -> LayoutWorkload:
         """The per-stage costs of a choice (defaults: see Choice)."""
@@ -91,7 +92,7 @@ class Scenario:
         if split is not None and len(split) != parallel.pp and choice.layers is None:
             split = None   # the scenario's split is for its own pp
         return _workload(self, parallel, self.schemes_of(choice), split,
-                         choice.micro_batch or self.training.micro_batch)
+                         choice.micro_batch or self.training.micro_batch, choice.sequence_parallel)
 
     def schemes_of(self, choice: Choice = Choice()) -> tuple[str, ...]:
         """The choice's scheme per stage; by default the scenario's `tp_scheme`, else Megatron TP
@@ -126,6 +127,8 @@ class Scenario:
         training = self.training
         if choice.micro_batch is not None:
             training = replace(training, micro_batch=choice.micro_batch, micro_batches=(choice.micro_batch,))
+        if choice.sequence_parallel is not None:
+            training = replace(training, sequence_parallel=choice.sequence_parallel, sequence_parallel_fixed=True)
         return replace(self, training=training, split=None if choice.layers is None else tuple(choice.layers))
 
     def plan_fields(self) -> dict:
@@ -140,10 +143,16 @@ class Scenario:
 
 
 @lru_cache(maxsize=128)   # layouts x schemes x splits x micro-batch sizes a search revisits
-def _workload(scenario: Scenario, parallel: Parallel, schemes: tuple[str, ...] | None, split, micro_batch: int):
-    return build_workload(scenario.llm, _with_micro_batch(scenario.training, micro_batch), scenario.wafer, parallel.tp, parallel.pp,
+def _workload(scenario: Scenario, parallel: Parallel, schemes: tuple[str, ...] | None, split, micro_batch: int,
+              sequence_parallel: bool | None = None):
+    return build_workload(scenario.llm, _training(scenario.training, micro_batch, sequence_parallel),
+                          scenario.wafer, parallel.tp, parallel.pp,
                           parallel.dp, schemes, None if split is None else list(split), parallel.interleave)
 
 
-def _with_micro_batch(training, micro_batch: int):
-    return training if micro_batch == training.micro_batch else replace(training, micro_batch=micro_batch)
+def _training(training, micro_batch: int, sequence_parallel: bool | None = None):
+    if micro_batch != training.micro_batch:
+        training = replace(training, micro_batch=micro_batch)
+    if sequence_parallel is not None and sequence_parallel != training.sequence_parallel:
+        training = replace(training, sequence_parallel=sequence_parallel)
+    return training

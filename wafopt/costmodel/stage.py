@@ -148,6 +148,10 @@ class StageWorkload:
         """The recompute row of Megatron's full recomputation."""
         return FULL
 
+    def policy_row(self, policy: str):
+        """The recompute row of a named policy (none, selective, full): `recompute_row`."""
+        return recompute_row(self, policy)
+
     def full_recompute_bytes(self) -> float:
         """Per-die bytes under full recomputation: the least memory any plan needs on its own dies."""
         return self.memory_bytes(FULL)

@@ -71,6 +71,8 @@ class Training:
     workspace_bytes: float = 0.0          # per die: kernel workspace and communication buffers
     recompute: bool = True                # False: every activation is kept (offloading still allowed)
     micro_batches: tuple[int, ...] = ()   # the sizes a plan may choose (default: micro_batch alone)
+    recompute_policy: str | None = None   # selective | full: every plan recomputes exactly so (forced)
+    sequence_parallel_fixed: bool = False  # the scenario sets sequence_parallel (else plans may choose)
 
     def __post_init__(self):
         if self.micro_batch not in self.micro_batches:   # e.g. after replace(micro_batch=...)
@@ -106,6 +108,14 @@ def _micro_batches(raw) -> tuple[int, ...]:
     return tuple(sorted(raw))
 
 
+def _recompute(raw):
+    """`recompute:` true (plans choose what to recompute), false or none (nothing), selective
+    (Korthikanti's attention core) or full (every layer from its input): the last two are forced."""
+    if isinstance(raw, bool) or raw in ("none", "selective", "full"):
+        return raw
+    raise rule(f"must be true, false, none, selective or full, got {raw!r:.60}")
+
+
 class StatesSpec(Record):
     """Bytes of model state per parameter."""
 
@@ -135,13 +145,13 @@ class TrainingSpec(Record):
     global_batch: count(positive=True)
     attention: text(*ATTENTIONS) = "standard"
     flash_attention: Flag = None           # true: attention flash, false: standard
-    sequence_parallel: Flag = False
+    sequence_parallel: Flag = None         # absent: plans choose (default off)
     states: Any = DEFAULT_STATES           # a preset name or {weights, master, moments, grads}
     state_bytes_per_param: quantity(positive=True) = None   # the total of a states preset, naming it
     distributed_optimizer: Flag = False
     activation_bytes: count(positive=True) = 2
     workspace_gb: quantity(nonnegative=True) = 0.0
-    recompute: Flag = True
+    recompute: Annotated[Any, BeforeValidator(_recompute)] = True   # true | false | none | selective | full
 
     @model_validator(mode="before")
     @classmethod
@@ -171,9 +181,11 @@ class TrainingSpec(Record):
             attention = "flash" if self.flash_attention else "standard"
         training = Training(
             seq=self.seq, micro_batch=sizes[0], global_batch=self.global_batch, attention=attention,
-            micro_batches=sizes, sequence_parallel=self.sequence_parallel, states=self._states(at),
+            micro_batches=sizes, sequence_parallel=bool(self.sequence_parallel), states=self._states(at),
             distributed_optimizer=self.distributed_optimizer, activation_bytes=self.activation_bytes,
-            workspace_bytes=self.workspace_gb * GB, recompute=self.recompute)
+            workspace_bytes=self.workspace_gb * GB, recompute=self.recompute not in (False, "none"),
+            recompute_policy=self.recompute if self.recompute in ("selective", "full") else None,
+            sequence_parallel_fixed=self.sequence_parallel is not None)
         for b in sizes:
             if training.global_batch % b:
                 raise InstanceError(f"must be a multiple of micro_batch {b}, got {training.global_batch}",
@@ -189,9 +201,10 @@ class TrainingSpec(Record):
         return cls.model_construct(
             seq=training.seq, micro_batch=sizes[0] if len(sizes) == 1 else list(sizes),
             global_batch=training.global_batch, attention=training.attention,
-            sequence_parallel=training.sequence_parallel, states=states,
-            distributed_optimizer=training.distributed_optimizer, activation_bytes=training.activation_bytes,
-            workspace_gb=training.workspace_bytes / GB, recompute=training.recompute)
+            sequence_parallel=training.sequence_parallel if training.sequence_parallel_fixed else None,
+            states=states, distributed_optimizer=training.distributed_optimizer,
+            activation_bytes=training.activation_bytes, workspace_gb=training.workspace_bytes / GB,
+            recompute=training.recompute_policy or training.recompute)
 
     def _states(self, at) -> StateBytes:
         if self.state_bytes_per_param is not None:

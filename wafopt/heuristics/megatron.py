@@ -1,53 +1,148 @@
-"""Megatron-style baseline plan (WATOS section V-A, "MG-wafer").
+"""Megatron-LM baselines for a fixed (tp, pp, dp) layout.
 
-Given (tp, pp, dp): every tile shape h x w = tp that fits, stages placed on the usable aligned
-tiles in serpentine order (WATOS Fig. 11a), no recomputation unless memory forces full
-recomputation of every layer, no offloading. The best tile shape by the evaluator wins.
+- `megatron`: Megatron-LM as practised today (Korthikanti et al. 2022; Narayanan et al. 2021):
+  sequence parallelism (unless the scenario fixes it), selective recomputation, full
+  recomputation only where selective does not fit (or what `training.recompute` forces),
+  FlashAttention where the scenario enables it, interleaved 1F1B with the number of virtual
+  stages that runs fastest among the legal ones (unless `parallel.interleave` fixes it), Megatron
+  TP. On a cluster its ranks are Megatron's order (tp fastest, then dp, then pp); on a wafer each
+  tile shape's serpentine placement is tried.
+- `mg-wafer`: WATOS's MG-wafer baseline (WATOS Sec. V-A): every tile shape h x w = tp, stages on
+  the aligned tiles in serpentine order (WATOS Fig. 11a), no sequence parallelism, no
+  recomputation unless memory forces full recomputation of every layer, no offloading.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.result import MethodResult
-from wafopt.costmodel.scenario import Scenario
+from wafopt.costmodel.rules import interleave_violation
+from wafopt.costmodel.scenario import Choice, Scenario
 from wafopt.problems import evaluate
 from wafopt.problems.plan.layouts import serpentine_plans
+
+MAX_INTERLEAVE = 8   # virtual stages per device the baseline tries
+
+
+def megatron_ranks(scenario: Scenario) -> list:
+    """Pipelines [replica][stage] -> GPUs [node, gpu] in Megatron-LM's rank order (tp fastest, then
+    dp, then pp): tensor-parallel groups stay inside a node when tp divides the GPUs per node."""
+    par, per_node = scenario.parallel, scenario.wafer.cols
+    return [[[[(tp + par.tp * (dp + par.dp * pp)) // per_node, (tp + par.tp * (dp + par.dp * pp)) % per_node]
+              for tp in range(par.tp)] for pp in range(par.pp)] for dp in range(par.dp)]
+
+
+def _placements(scenario: Scenario):
+    """(label, plan) of every placement the baseline tries (plan None: the shape does not fit)."""
+    par = scenario.parallel
+    if scenario.wafer.system == "cluster":
+        if par.dies > scenario.wafer.dies:
+            yield "ranks", None
+            return
+        yield "ranks", {"tp": par.tp, "pp": par.pp, "dp": par.dp, "pipelines": megatron_ranks(scenario),
+                        **scenario.plan_fields()}
+        return
+    for (h, w), plan in serpentine_plans(scenario):
+        yield f"{h}x{w}", plan
+
+
+def _interleaves(scenario: Scenario) -> list[int]:
+    par, training = scenario.parallel, scenario.training
+    if scenario.fixed.interleave is not None:
+        return [scenario.fixed.interleave]
+    m = training.global_batch // (training.micro_batch * par.dp)
+    return [v for v in range(1, MAX_INTERLEAVE + 1)
+            if interleave_violation(scenario.llm, par.pp, v, m) is None]
+
+
+def _recompute(scenario: Scenario, choice: Choice):
+    """The recompute rows: forced, none, selective where it fits, else full."""
+    training = scenario.training
+    work = scenario.workload(choice)
+    if training.recompute_policy is not None:
+        return [s.policy_row(training.recompute_policy) for s in work.stages], training.recompute_policy
+    if not training.recompute:
+        return None, "no recomputation (forbidden)"
+    selective = [s.policy_row("selective") for s in work.stages]
+    if all(s.memory_bytes(row) <= scenario.wafer.dram_capacity for s, row in zip(work.stages, selective)):
+        return selective, "selective recomputation"
+    return [s.policy_row("full") for s in work.stages], "full recomputation (selective does not fit)"
+
+
+def _best(scenario: Scenario, options: SolveOptions, candidates) -> tuple[dict | None, list[str]]:
+    """The fastest feasible candidate plan by the evaluator; stops early on Ctrl-C or the limit."""
+    best, best_time, tried, longest = None, None, [], 0.0
+    for label, plan in candidates:
+        left = options.remaining()
+        if best is not None and (options.stopped() or (left is not None and left < 2 * longest)):
+            tried.append(f"{label} and later: not tried (stopped)")
+            break
+        if plan is None:
+            tried.append(f"{label}: does not fit the system")
+            continue
+        started = time.monotonic()
+        ev = evaluate("plan", scenario, plan)
+        longest = max(longest, time.monotonic() - started)
+        tried.append(f"{label}: {'%.4g s' % ev.objective if ev.feasible else 'infeasible'}")
+        if ev.feasible and (best_time is None or ev.objective < best_time):
+            best, best_time = plan, ev.objective
+            options.incumbent(plan)
+    return best, tried
 
 
 def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     if scenario.parallel is None:
         return MethodResult(None, "unknown", message="megatron needs a fixed layout: add parallel: {tp, pp, dp}")
-    work = scenario.workload()
-    fits_plain = all(s.memory_bytes(None) <= scenario.wafer.dram_capacity for s in work.stages)
-    recompute = None if fits_plain or not scenario.training.recompute else [s.full_recompute() for s in work.stages]
-    best, best_time, tried, longest = None, None, [], 0.0
-    for (h, w), plan in serpentine_plans(scenario):
-        # Ctrl-C or the time limit: keep the best so far, and start no evaluation that would end
-        # past the deadline (the run evaluates the chosen plan once more)
-        left = options.remaining()
-        if best is not None and (options.stopped() or (left is not None and left < 2 * longest)):
-            tried.append(f"{h}x{w} and later shapes: not tried (stopped)")
-            break
-        if plan is None:
-            tried.append(f"{h}x{w}: fewer than pp*dp = {scenario.parallel.pp * scenario.parallel.dp} "
-                         "aligned healthy tiles")
-            continue
-        if recompute is not None:
-            plan["recompute"] = recompute
-        started = time.monotonic()
-        ev = evaluate("plan", scenario, plan)
-        longest = max(longest, time.monotonic() - started)
-        tried.append(f"{h}x{w}: {'%.4g s' % ev.objective if ev.feasible else 'infeasible'}")
-        if ev.feasible and (best_time is None or ev.objective < best_time):
-            best, best_time = plan, ev.objective
-            options.incumbent(plan)
+    training = scenario.training
+    sp = training.sequence_parallel if training.sequence_parallel_fixed else scenario.parallel.tp > 1
+    notes = {}
+
+    def candidates():
+        for v in _interleaves(scenario):
+            choice = Choice(replace(scenario.parallel, interleave=v), sequence_parallel=sp)
+            rows, how = _recompute(scenario, choice)
+            for label, plan in _placements(scenario):
+                if plan is not None:
+                    plan = dict(plan, interleave=v, sequence_parallel=sp, tp_scheme="megatron")
+                    if rows is not None:
+                        plan["recompute"] = rows
+                notes[f"v{v} {label}"] = how
+                yield f"interleave {v}, {label}", plan
+
+    best, tried = _best(scenario, options, candidates())
     if best is None:
-        reason = ("even full recomputation does not fit every die" if recompute is not None
-                  else "no tile shape fits")
-        # a baseline that finds no plan proves nothing: unknown, not infeasible
-        return MethodResult(None, "unknown", message=f"megatron baseline found no plan: {reason} ({'; '.join(tried)})")
-    note = "full recomputation (memory forces it)" if recompute is not None else "no recomputation"
+        return MethodResult(None, "unknown", message=f"megatron baseline found no plan ({'; '.join(tried)})")
+    how = [h for k, h in notes.items() if k.startswith(f"v{best['interleave']} ")][0]
     return MethodResult(best, "feasible", None, "heuristic",
-                        f"{note}; tile shapes tried: {'; '.join(tried)}")
+                        f"sequence parallelism {'on' if sp else 'off'}, {how}, interleave {best['interleave']}; "
+                        f"tried: {'; '.join(tried)}")
+
+
+def solve_mg_wafer(scenario: Scenario, options: SolveOptions) -> MethodResult:
+    if scenario.parallel is None:
+        return MethodResult(None, "unknown", message="mg-wafer needs a fixed layout: add parallel: {tp, pp, dp}")
+    work = scenario.workload(Choice(sequence_parallel=False))
+    fits_plain = all(s.memory_bytes(None) <= scenario.wafer.dram_capacity for s in work.stages)
+    full = not fits_plain and scenario.training.recompute
+    if scenario.training.recompute_policy is not None:
+        full = scenario.training.recompute_policy == "full"
+    rows = [s.full_recompute() for s in work.stages] if full else None
+
+    def candidates():
+        for label, plan in _placements(scenario):
+            if plan is not None:
+                plan = dict(plan, sequence_parallel=False)
+                if rows is not None:
+                    plan["recompute"] = rows
+            yield label, plan
+
+    best, tried = _best(scenario, options, candidates())
+    if best is None:
+        reason = "even full recomputation does not fit every die" if full else "no tile shape fits"
+        # a baseline that finds no plan proves nothing: unknown, not infeasible
+        return MethodResult(None, "unknown", message=f"mg-wafer baseline found no plan: {reason} ({'; '.join(tried)})")
+    note = "full recomputation (memory forces it)" if full else "no recomputation"
+    return MethodResult(best, "feasible", None, "heuristic", f"{note}; tile shapes tried: {'; '.join(tried)}")

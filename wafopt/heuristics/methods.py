@@ -12,5 +12,5 @@ METHODS = {
     "mem_pair": {"greedy": mem_pair.solve_greedy},
     "tatp": {"tiles": tatp.tiles, "snake": tatp.snake, "ga": tatp.ga},
     "routing": {"xy": routing.xy, "tcme": routing.tcme},
-    "plan": {"megatron": megatron.solve_megatron},
+    "plan": {"megatron": megatron.solve_megatron, "mg-wafer": megatron.solve_mg_wafer},
 }

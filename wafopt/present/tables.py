@@ -71,10 +71,10 @@ def compare_tables(rows: list[dict], extra: list[str] = (), objective: str = "",
 
 def ablation_table(name: str, rows: list, markdown: bool = False) -> str:
     """The planner's ablation on one scenario: each step's layout, iteration time, throughput over
-    MG-wafer and bound."""
-    heads = ["step", "layout", "iteration (s)", "throughput x MG-wafer", "bound (s)"]
+    MG-wafer and over Megatron, and bound."""
+    heads = ["step", "layout", "iteration (s)", "throughput x MG-wafer", "throughput x Megatron", "bound (s)"]
     cells = [[r.step, r.layout, number(r.objective), "-" if r.ratio is None else f"{r.ratio:.3f}",
-              number(r.bound)] for r in rows]
+              "-" if r.ratio_megatron is None else f"{r.ratio_megatron:.3f}", number(r.bound)] for r in rows]
     if markdown:
         return "\n".join(["", f"**{name}**", "", *_markdown(heads, cells)])
     return "\n".join(["", name, *_aligned(heads, cells)])
@@ -96,3 +96,16 @@ def calibration_summary(result: dict) -> str:
     return (f"iteration time: median {percent(t['median'])}, p95 {percent(t['p95'])}, max {percent(t['max'])} "
             f"(epsilon)\n"
             f"peak memory:    median {percent(m['median'])}, p95 {percent(m['p95'])}, max {percent(m['max'])}")
+
+
+def fidelity_table(rows: list, summary: dict, markdown: bool = False) -> str:
+    """Predicted against measured iteration time per published run, and the mean and largest error."""
+    heads = ["run", "measured (s)", "predicted (s)", "error"]
+    cells = [[r.run.name, f"{r.run.measured_s:.2f}", number(r.predicted_s),
+              "-" if r.error is None else f"{100 * r.error:+.1f} %"] for r in rows]
+    mean, most = summary["mean_abs_error"], summary["max_abs_error"]
+    tail = (f"{summary['predicted']} of {summary['runs']} runs predicted; mean absolute error "
+            f"{'-' if mean is None else f'{100 * mean:.2f} %'}, largest {'-' if most is None else f'{100 * most:.2f} %'}")
+    if markdown:
+        return "\n".join([*_markdown(heads, cells), "", tail])
+    return "\n".join([*_aligned(heads, cells), tail])

@@ -21,7 +21,7 @@ METHODS: dict[str, dict] = {problem: {name: fn for table in LAYERS for name, fn 
                             for problem in PROBLEMS}
 
 DEFAULT_METHODS = {
-    "plan": ["megatron", "uniform", "gcmr"],
+    "plan": ["megatron", "mg-wafer", "uniform", "gcmr"],
     "placement": ["serpentine", "local", "ga", "glb", "milp", "cpsat"],
     "recompute": ["milp", "cpsat", "dp", "uniform", "full"],
     "mem_pair": ["milp", "cpsat", "lp", "greedy"],
