@@ -19,6 +19,7 @@ from wafopt.core.errors import InstanceError
 from wafopt.core.numeric import relative_gap
 from wafopt.core.registry import PROBLEMS
 from wafopt.run.methods import methods as methods_of
+from wafopt.run.runner import not_applicable
 
 
 @dataclass
@@ -86,7 +87,7 @@ def compare_rows(job: CompareJob, results: list[Result], details: list[str] = ()
     rows += [{"instance": loaded.name, "method": m, "status": "skipped", "objective": None,
               "bound": None, "bound_provenance": "none", "gap": None, "gap_best_bound": None,
               "known_optimum": known.value if known else None, "gap_known": None, "time_s": None,
-              "solver": "", "message": f"does not apply to problem {loaded.problem}",
+              "solver": "", "message": not_applicable(loaded, m) or f"does not apply to problem {loaded.problem}",
               **{k: None for k in details}} for m in job.skipped]
     return rows
 

@@ -21,6 +21,7 @@ from wafopt.problems import evaluate as evaluate_plan
 from wafopt.problems import load as load_file
 from wafopt.run.certify import certify as certify_solution
 from wafopt.run.methods import DEFAULT_METHODS, method_function, methods
+from wafopt.run.runner import not_applicable
 from wafopt.run.runner import run as run_method
 from wafopt.solvers.backends import pyomo_solver
 
@@ -171,7 +172,7 @@ def validate(paths: Iterable[str | Path]) -> Iterator[tuple[str, Instance | None
 
 
 def applicable(instance: Instance, method: str) -> bool:
-    return method in methods(instance.problem)
+    return method in methods(instance.problem) and not_applicable(instance, method) is None
 
 
 def default_methods(instance: Instance) -> list[str]:

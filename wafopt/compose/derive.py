@@ -57,6 +57,10 @@ def derive(loaded: Loaded, problem: str, **decisions) -> Loaded:
         raise InstanceError(f"--problem {problem} needs a scenario instance (problem: plan), "
                             f"this is problem: {loaded.problem}", loaded.path)
     problem_module(problem)  # an unknown problem fails with the list of known ones
+    if loaded.instance.wafer.system == "cluster":
+        raise InstanceError(f"--problem {problem} does not apply to a cluster scenario: the wafer kernels "
+                            "(placement, recomputation pooling, Mem_pair, TATP rings, routing) model a die mesh",
+                            loaded.path)
     try:
         kernel = kernel_of(loaded.instance, problem, **decisions)
     except InstanceError as exc:

@@ -20,6 +20,8 @@ LAYERS = (heuristics.METHODS, formulations.METHODS, composed.METHODS, planner.ME
 METHODS: dict[str, dict] = {problem: {name: fn for table in LAYERS for name, fn in table.get(problem, {}).items()}
                             for problem in PROBLEMS}
 
+CLUSTER_METHODS = ("megatron", "mg-wafer")   # the plan methods that apply to a cluster scenario
+
 DEFAULT_METHODS = {
     "plan": ["megatron", "mg-wafer", "uniform", "gcmr"],
     "placement": ["serpentine", "local", "ga", "glb", "milp", "cpsat"],

@@ -19,12 +19,24 @@ from wafopt.core.registry import load_libraries
 from wafopt.core.result import Bound, MethodResult
 from wafopt.core.solution import Solution
 from wafopt.problems import Evaluation, Loaded, evaluate
-from wafopt.run.methods import method_function
+from wafopt.run.methods import CLUSTER_METHODS, method_function
+
+
+def not_applicable(loaded: Loaded, method: str) -> str | None:
+    """Why `method` does not apply to this instance (a wafer method on a cluster scenario), or None."""
+    system = getattr(loaded.instance, "wafer", None)
+    if loaded.problem == "plan" and getattr(system, "system", "wafer") == "cluster" and method not in CLUSTER_METHODS:
+        return (f"{method} does not apply to a cluster scenario: its placement, offloading and routing model a "
+                f"die mesh; use --method {' or '.join(CLUSTER_METHODS)}")
+    return None
 
 
 def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
     """Run `method`; on Ctrl-C keep the best plan reported so far (status feasible, bound kept)."""
     fn = method_function(loaded.problem, method)
+    why = not_applicable(loaded, method)
+    if why:
+        return finish(loaded, method, MethodResult(None, "unknown", message=why), 0.0, options)
     load_libraries(fn)   # before the clock: limits and times count the solve, not the imports
     options.start()
     started = time.perf_counter()
