@@ -278,3 +278,17 @@ def test_workload_command_json(tmp_path, capsys):
     # t = 2 with SP: 10 all-gathers / reduce-scatters of s*b*h*2 bytes, each sending half of it
     assert rep["per_layer"]["tp_bytes"] == pytest.approx(10 * 512 * 256 * 2 / 2)
     assert main(["workload", str(path), "--micro-batch", "3"]) == 2   # global batch 2 is not a multiple
+
+
+def test_full_recomputation_with_sequence_parallelism_gathers_each_input_once():
+    # the recomputed forward all-gathers the qkv and fc1 inputs; the backward then skips its
+    # re-gathers (else the TP bytes of a layer would count them twice)
+    llm, wafer = resolve_llm("gpt3-175b"), resolve_wafer("watos-config3")
+    stage = build_workload(llm, Training(2048, 1, 8, sequence_parallel=True), wafer, 8, 7).stages[3]
+    table = stage.tables[0][0]
+    forward = sum(c.bytes_sent for c in table.collectives("forward"))
+    regathers = sum(c.bytes_sent for c in table.collectives("backward") if c.purpose.startswith("re-gather"))
+    assert regathers > 0
+    assert stage.tp_bytes_per_layer(FULL) == pytest.approx(stage.tp_bytes_per_layer() + forward - regathers)
+    steps = [st for steps, _ in stage.backward_after_full for st in steps]
+    assert not any(getattr(st, "collective", None) and st.collective.purpose.startswith("re-gather") for st in steps)

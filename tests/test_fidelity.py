@@ -139,3 +139,42 @@ def test_workload_json_reports_exposed_tensor_parallel_time_per_layer(tmp_path):
     # Megatron's all-reduces are on the critical path: all of their time is exposed
     assert layer["exposed_tp_s"] > 0 and layer["exposed_tp_s"] == pytest.approx(layer["tp_transfer_s"])
     assert report["per_layer"]["exposed_tp_s"] == pytest.approx(layer["exposed_tp_s"])
+
+
+@pytest.mark.parametrize("system,message", [
+    ({"cluster": "dgx-a100-80g", "wafer": "watos-config3"}, "give wafer or cluster (exactly one)"),
+    ({"cluster": {"preset": "dgx-a100-80g", "efficiency": {"matrix": [[10, 0.5], [1, 0.6]]}}},
+     "cluster.efficiency.matrix: sizes must be strictly ascending"),
+    ({"cluster": {"preset": "dgx-a100-80g", "efficiency": {"intra": 1.5}}}, "cluster.efficiency.intra: must lie in (0, 1]"),
+    ({"cluster": {"preset": "dgx-a100-80g", "nodes": 0}}, "cluster.nodes"),
+    ({"cluster": "dgx-h100"}, "unknown preset 'dgx-h100'"),
+])
+def test_bad_systems_are_named(system, message):
+    data = {"problem": "plan", "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8},
+            **system}
+    with pytest.raises(Exception) as err:
+        parse_instance(data)
+    assert message in str(err.value)
+
+
+def test_the_planner_bound_covers_plans_that_choose_sequence_parallelism():
+    # the scenario leaves sequence parallelism open: the Megatron-LM baseline turns it on, and the
+    # planner's certified layout bound must still lie below that plan
+    from wafopt.api import solve
+    from wafopt.core.numeric import at_most
+    from wafopt.costmodel.scenario import Choice
+    from wafopt.planner.full_bound import layout_bound
+
+    loaded = parse_instance({"problem": "plan", "wafer": "watos-config3", "model": "gpt3-175b",
+                             "training": {"seq": 2048, "micro_batch": 1, "global_batch": 64},
+                             "parallel": {"tp": 8, "pp": 7}})
+    megatron = solve(loaded, "megatron", time_limit=60)
+    assert megatron.plan["sequence_parallel"] is True
+    bound = layout_bound(loaded.instance, Choice(loaded.instance.parallel))
+    assert bound.feasible and at_most(bound.value, megatron.objective)
+
+
+def test_interleaving_is_the_scenarios_choice():
+    scenario = cluster_scenario().instance
+    ev = evaluate("plan", scenario, megatron_plan(scenario, recompute=["full", "full"], interleave=2))
+    assert not ev.feasible and any("interleave" in v for v in ev.violations)

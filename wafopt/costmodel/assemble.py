@@ -122,7 +122,7 @@ def assemble(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: li
             hops = max((len(net.route(a, b)) for a, b in tp_pairs[r][i]), default=0)
             kappa = net.kappa("tp", tp_pairs[r][i])
             fwd = _blocks(s.forward, dies, kappa, costing)
-            bwd = _blocks(s.backward, dies, kappa, costing)
+            bwd = _blocks(s.backward_after_full if x[i] == FULL else s.backward, dies, kappa, costing)
             full = _blocks(s.full_recompute_blocks, dies, kappa, costing)
             unit_s = tuple(u.recompute_s + sum(costing.collective(st, dies, kappa, "").analytic_s
                                                for st in u.recompute_comm) for u in s.units)

@@ -23,6 +23,7 @@ from wafopt.costmodel.layout import (
 from wafopt.costmodel.operators import (
     LAYERNORM_FLOPS,
     MASK_BYTES,
+    REGATHER,
     SOFTMAX_FLOPS,
     Collective,
     Cost,
@@ -273,6 +274,9 @@ def _stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first_layer, n,
         grad_bytes=params * states.grads,
         dp_gather_bytes=params * states.weights if training.distributed_optimizer else 0.0,
         forward=tuple(fwd_blocks), backward=tuple(bwd_blocks), full_recompute_blocks=full_blocks,
+        backward_after_full=tuple((tuple(st for st in steps if not (isinstance(st, CommStep)
+                                                                     and st.collective.purpose == REGATHER)), c)
+                                  for steps, c in bwd_blocks),
         tables=kinds)
 
 

@@ -33,6 +33,9 @@ BACKWARD_FACTOR = 2.0   # backward FLOPs and traffic = 2 x forward (input and we
 FLASH_BACKWARD_GEMMS = 2.5  # FlashAttention's backward recomputes Q K^T: 5 GEMMs for 2 forward
 
 SCHEMES = ("megatron", "tatp")
+# The sequence-parallel backward re-gathers a GEMM's input for its weight gradient; after full
+# recomputation the recomputed forward has just gathered it, so that backward skips it.
+REGATHER = "re-gather the input for the weight gradient"
 ATTENTIONS = ("standard", "flash")
 SELECTIVE_UNITS = ("softmax_output", "attn_dropout_mask", "attn_dropout_output")  # Korthikanti Sec. 5
 CHECKPOINT_UNIT = "ln1_input"   # the layer input: full recomputation restarts from it
@@ -304,7 +307,7 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
             fwd_comm[first] = ([coll("all_gather", full, first, "gather the sequence-parallel input")], [])
             fwd_comm[last] = ([], [coll("reduce_scatter", full, last, "reduce-scatter the partial output")])
             bwd_comm[last] = ([coll("all_gather", full, last, "gather the output gradient")], [])
-            bwd_comm[first] = ([coll("all_gather", full, first, "re-gather the input for the weight gradient")],
+            bwd_comm[first] = ([coll("all_gather", full, first, REGATHER)],
                                [coll("reduce_scatter", full, first, "reduce-scatter the input gradient")])
     elif t > 1:
         for first, last in (("qkv", "out_proj"), ("fc1", "fc2")):

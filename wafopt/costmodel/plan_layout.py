@@ -145,6 +145,9 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
                      f"{', '.join(map(str, allowed))}")
     elif picked.micro_batch is None and len(allowed) > 1:
         wrong.append(f"the plan must give micro_batch: the scenario allows {', '.join(map(str, allowed))}")
+    if par.interleave != (scenario.fixed.interleave or 1):
+        wrong.append(f"interleave {par.interleave}: the scenario runs interleave {scenario.fixed.interleave or 1} "
+                     "(parallel.interleave)")
     training = scenario.training
     if (picked.sequence_parallel is not None and training.sequence_parallel_fixed
             and picked.sequence_parallel != training.sequence_parallel):

@@ -11,6 +11,7 @@ from typing import Mapping, Union
 
 from wafopt.costmodel.operators import (
     CHECKPOINT_UNIT,
+    REGATHER,
     SELECTIVE_UNITS,
     Collective,
     LayerTable,
@@ -80,6 +81,7 @@ class StageWorkload:
     forward: StageBlocks = ()
     backward: StageBlocks = ()
     full_recompute_blocks: StageBlocks = ()
+    backward_after_full: StageBlocks = ()   # the backward after full recomputation (no SP re-gathers)
     tables: tuple[tuple[LayerTable, int], ...] = field(default=(), repr=False)
 
     def _recomputed(self, recomputed_layers_per_unit) -> list[float] | str:
@@ -165,8 +167,10 @@ class StageWorkload:
         xs = self._recomputed(recomputed_layers_per_unit)
         sent = sum(c * sum(coll.bytes_sent for coll in t.collectives("forward") + t.collectives("backward"))
                    for t, c in self.tables)
-        if xs == FULL:
+        if xs == FULL:   # the recomputed forward's collectives replace the backward's re-gathers
             sent += sum(c * sum(coll.bytes_sent for coll in t.collectives("forward")) for t, c in self.tables)
+            sent -= sum(c * sum(coll.bytes_sent for coll in t.collectives("backward") if coll.purpose == REGATHER)
+                        for t, c in self.tables)
         else:
             sent += sum(x * sum(st.collective.bytes_sent for st in u.recompute_comm) for u, x in zip(self.units, xs))
         return sent / self.layers

@@ -58,8 +58,27 @@ def exact_stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str,
                         scheme: str) -> StageNumbers:
     """The numbers of a stage with this role holding layers first .. first + n - 1 (the cost
     model's own stage, as in any split)."""
+    numbers = [_stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme, sp)
+               for sp in sequence_parallel_choices(scenario)]
+    if len(numbers) == 1:
+        return numbers[0]
+    # a plan may choose sequence parallelism: the least of every time and byte count and the most
+    # bytes recomputation frees, a relaxation below both variants (a bound only gets lower)
+    fields = {}
+    for name, values in zip(StageNumbers._fields, zip(*numbers)):
+        pick = max if name == "unit_bytes" else min
+        fields[name] = [pick(v) for v in zip(*values)] if isinstance(values[0], list) else pick(values)
+    return StageNumbers(**fields)
+
+
+def sequence_parallel_choices(scenario) -> tuple:
+    """The sequence-parallel settings a plan may use: the scenario's, or both where it leaves it open."""
+    return (None,) if scenario.training.sequence_parallel_fixed else (False, True)
+
+
+def _stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme, sp) -> StageNumbers:
     pp, index = ROLE_STAGE[role]
-    choice = Choice(Parallel(tp, pp, dp), scheme, micro_batch)
+    choice = Choice(Parallel(tp, pp, dp), scheme, micro_batch, sequence_parallel=sp)
     tr = scenario.training_for(choice)
     st = scenario.stage_workload(choice, index, first, n)
     drop = [u.recomputable and tr.recompute for u in st.units]   # else dropping it saves no memory
@@ -99,8 +118,9 @@ def layer_compute(scenario, tp: int, micro_batch: int) -> tuple[float, float]:
     kinds = {llm.is_moe_layer(i) for i in range(llm.layers)}
     f = b = math.inf
     for scheme in scenario.tp_schemes(tp):
-        for moe in kinds:
-            t = build_layer(llm, scenario.training_for(Choice(micro_batch=micro_batch)), tp, moe, scheme)
+        for moe, sp in ((moe, sp) for moe in kinds for sp in sequence_parallel_choices(scenario)):
+            t = build_layer(llm, scenario.training_for(Choice(micro_batch=micro_batch, sequence_parallel=sp)), tp,
+                            moe, scheme)
             f = min(f, sum(roofline(t.op(n).fwd) for n in t.forward if isinstance(n, str)))
             b = min(b, sum(roofline(t.op(n).bwd) for n in t.backward if isinstance(n, str)))
     return f, b

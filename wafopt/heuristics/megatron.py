@@ -3,9 +3,8 @@
 - `megatron`: Megatron-LM as practised today (Korthikanti et al. 2022; Narayanan et al. 2021):
   sequence parallelism (unless the scenario fixes it), selective recomputation, full
   recomputation only where selective does not fit (or what `training.recompute` forces),
-  FlashAttention where the scenario enables it, interleaved 1F1B with the number of virtual
-  stages that runs fastest among the legal ones (unless `parallel.interleave` fixes it), Megatron
-  TP. On a cluster its ranks are Megatron's order (tp fastest, then dp, then pp); on a wafer each
+  FlashAttention where the scenario enables it, interleaved 1F1B as `parallel.interleave` sets
+  it (a scenario-level choice: the planner's bounds cover plain 1F1B), Megatron TP. On a cluster its ranks are Megatron's order (tp fastest, then dp, then pp); on a wafer each
   tile shape's serpentine placement is tried.
 - `mg-wafer`: WATOS's MG-wafer baseline (WATOS Sec. V-A): every tile shape h x w = tp, stages on
   the aligned tiles in serpentine order (WATOS Fig. 11a), no sequence parallelism, no
@@ -19,12 +18,9 @@ from dataclasses import replace
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.result import MethodResult
-from wafopt.costmodel.rules import interleave_violation
 from wafopt.costmodel.scenario import Choice, Scenario
 from wafopt.problems import evaluate
 from wafopt.problems.plan.layouts import serpentine_plans
-
-MAX_INTERLEAVE = 8   # virtual stages per device the baseline tries
 
 
 def megatron_ranks(scenario: Scenario) -> list:
@@ -47,15 +43,6 @@ def _placements(scenario: Scenario):
         return
     for (h, w), plan in serpentine_plans(scenario):
         yield f"{h}x{w}", plan
-
-
-def _interleaves(scenario: Scenario) -> list[int]:
-    par, training = scenario.parallel, scenario.training
-    if scenario.fixed.interleave is not None:
-        return [scenario.fixed.interleave]
-    m = training.global_batch // (training.micro_batch * par.dp)
-    return [v for v in range(1, MAX_INTERLEAVE + 1)
-            if interleave_violation(scenario.llm, par.pp, v, m) is None]
 
 
 def _recompute(scenario: Scenario, choice: Choice):
@@ -101,7 +88,7 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     notes = {}
 
     def candidates():
-        for v in _interleaves(scenario):
+        for v in [scenario.fixed.interleave or 1]:
             choice = Choice(replace(scenario.parallel, interleave=v), sequence_parallel=sp)
             rows, how = _recompute(scenario, choice)
             for label, plan in _placements(scenario):
@@ -134,7 +121,7 @@ def solve_mg_wafer(scenario: Scenario, options: SolveOptions) -> MethodResult:
     def candidates():
         for label, plan in _placements(scenario):
             if plan is not None:
-                plan = dict(plan, sequence_parallel=False)
+                plan = dict(plan, sequence_parallel=False, tp_scheme="megatron")
                 if rows is not None:
                     plan["recompute"] = rows
             yield label, plan

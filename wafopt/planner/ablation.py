@@ -2,7 +2,7 @@
 
 Steps, each on top of the previous one, each plan evaluated by the shared evaluator:
 - MG-wafer: WATOS's Megatron on the wafer (WATOS Sec. V-A) on the baseline layout (the scenario's
-  `parallel:`, else tp 8 over all healthy dies, dp 1): serpentine tiles, no sequence parallelism,
+  `parallel:`, else tp 8 over all healthy dies, dp 1, or the largest Megatron-legal tp below 8): serpentine tiles, no sequence parallelism,
   full recomputation when memory forces it;
 - Megatron: Megatron-LM as practised today on the same layout (sequence parallelism, selective
   recomputation, interleaving when it helps; wafopt.heuristics.megatron);
@@ -22,12 +22,13 @@ from dataclasses import dataclass, replace
 
 from wafopt.compose.gcmr import solve_gcmr
 from wafopt.core.budget import SolveOptions
+from wafopt.costmodel.rules import tp_violation
 from wafopt.costmodel.scenario import Fixed, Parallel, Scenario
 from wafopt.heuristics.megatron import solve_megatron, solve_mg_wafer
 from wafopt.planner.search import solve_planner
 from wafopt.problems import evaluate
 
-BASELINE_TP = 8   # WATOS's MG-wafer runs tp 8 (config 3: tp 8, pp 7)
+BASELINE_TP = 8   # WATOS's MG-wafer runs tp 8 (config 3: tp 8, pp 7) where the heads allow it
 STEPS = ("MG-wafer", "Megatron", "+R", "+M", "+TATP", "+GA", "+search", "+DP")
 
 
@@ -43,10 +44,13 @@ class Row:
 
 
 def baseline_layout(scenario: Scenario) -> Parallel:
+    """The scenario's layout, else the largest Megatron-legal tp up to 8 over all healthy dies, dp 1."""
     if scenario.parallel is not None:
         return scenario.parallel
     healthy = len(scenario.mesh().healthy_dies)
-    return Parallel(BASELINE_TP, max(1, min(scenario.llm.layers, healthy // BASELINE_TP)), 1)
+    tp = max(t for t in range(1, BASELINE_TP + 1)
+             if tp_violation(scenario.llm, t, scenario.wafer.parallel_rules) is None)
+    return Parallel(tp, max(1, min(scenario.llm.layers, healthy // tp)), 1)
 
 
 def ablation(scenario: Scenario, options: SolveOptions) -> list[Row]:

@@ -42,7 +42,7 @@ from wafopt.heuristics import placement as placement_heuristics
 from wafopt.heuristics import recompute as recompute_heuristics
 from wafopt.heuristics import routing as routing_heuristics
 from wafopt.heuristics import tatp as tatp_heuristics
-from wafopt.heuristics.megatron import solve_mg_wafer
+from wafopt.heuristics.megatron import solve_megatron, solve_mg_wafer
 from wafopt.planner.layout_data import layout_data
 from wafopt.planner.space import choice_key
 from wafopt.problems import evaluate
@@ -331,7 +331,7 @@ def routed(fs: Scenario, plan: dict, options: SolveOptions) -> dict | None:
 
 def baselines(fs: Scenario, options: SolveOptions) -> list[tuple[str, dict]]:
     out = []
-    for name, method in (("mg-wafer", solve_mg_wafer), ("gcmr", solve_gcmr)):
+    for name, method in (("mg-wafer", solve_mg_wafer), ("megatron", solve_megatron), ("gcmr", solve_gcmr)):
         if options.stopped():
             break
         res = method(fs, options.sub())
