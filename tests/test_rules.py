@@ -136,3 +136,13 @@ def test_the_evaluator_rejects_an_illegal_plan():
     assert not ev.feasible and any("tp 5 does not divide 96 attention heads" in v for v in ev.violations)
     ev = evaluate("plan", loaded("watos").instance, dict(plan, tp_scheme="tatp"))
     assert not ev.feasible and any("tp 5 is odd" in v for v in ev.violations)
+
+
+def test_the_planner_keeps_a_scenarios_fixed_tp_scheme():
+    from wafopt.api import solve
+    from wafopt.problems import load
+
+    loaded = load(ROOT / "instances/tatp/tatp-temp-6x9-llama2-7b.yaml")   # tp 6, 32 heads: TATP only
+    result = solve(loaded, "plan", seed=0, time_limit=60)
+    assert result.plan is not None and result.plan.get("tp_scheme") in ("tatp", ["tatp"])
+    assert evaluate("plan", loaded.instance, result.plan).feasible

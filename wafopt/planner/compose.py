@@ -37,7 +37,7 @@ from wafopt.compose.gcmr import solve_gcmr
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.layout import split_layers
-from wafopt.costmodel.scenario import Choice, Fixed, Parallel, Scenario
+from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 from wafopt.heuristics import placement as placement_heuristics
 from wafopt.heuristics import recompute as recompute_heuristics
 from wafopt.heuristics import routing as routing_heuristics
@@ -93,7 +93,7 @@ def fixed_scenario(scenario: Scenario, choice: Choice) -> Scenario:
     """The scenario with its layout fixed to the choice's (what the kernels derive from), and with
     the choice's micro-batch size and layer split as what its plans use by default."""
     par = choice.parallel
-    fs = replace(scenario, parallel=par, fixed=Fixed(par.tp, par.pp, par.dp))
+    fs = replace(scenario, parallel=par, fixed=replace(scenario.fixed, tp=par.tp, pp=par.pp, dp=par.dp))
     if choice.micro_batch is None and choice.layers is None:
         return fs
     return fs.with_choice(choice)
