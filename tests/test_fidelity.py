@@ -106,7 +106,7 @@ def test_sequence_parallelism_as_a_plan_choice_changes_the_cost():
 def test_interleaved_plans_agree_with_the_simulator_and_shrink_the_bubble(v):
     loaded = load(ROOT / "instances/plan/llama3-70b-config3.yaml")
     scenario = loaded.instance
-    plan = json.loads((ROOT / "solutions/llama3-70b-config3.megatron.json").read_text())["plan"]
+    plan = json.loads((ROOT / "solutions/llama3-70b-config3.mg-wafer.json").read_text())["plan"]
     plain = evaluate("plan", scenario, plan).objective
     interleaved = replace(scenario, parallel=replace(scenario.parallel, interleave=v),
                           fixed=replace(scenario.fixed, interleave=v))

@@ -625,7 +625,7 @@ def senders(plan: dict) -> dict:
 
 def test_explicit_plans_spell_out_full_and_absent_recomputation(ga_plans):
     plans, _ = ga_plans
-    megatron = json.loads((ROOT / "solutions/gpt3-175b-config3.megatron.json").read_text())["plan"]
+    megatron = json.loads((ROOT / "solutions/gpt3-175b-config3.mg-wafer.json").read_text())["plan"]
     work = plans.fs(megatron).workload()
     rows = plans.explicit(megatron)["recompute"]
     assert rows == [[st.layers if u.recomputable else 0 for u in st.units] for st in work.stages]

@@ -158,7 +158,7 @@ def test_offloaded_share_lives_on_the_helper():
 
 
 def test_shipped_plan_overflows_a_smaller_die():
-    path = ROOT / "solutions" / "gpt3-6.7b-config3-dp.megatron.json"
+    path = ROOT / "solutions" / "gpt3-6.7b-config3-dp.mg-wafer.json"
     data = json.loads(path.read_text())
     tasks = plan_tasks(load(ROOT / data["instance"]).instance, data["plan"])
     peak = simulate(tasks, contention=False).peak_memory_bytes
@@ -265,7 +265,7 @@ def test_random_calibration_plans_are_feasible_and_seeded():
 
 def test_cli_simulate_json_and_plot(tmp_path, capsys):
     png = tmp_path / "sim.png"
-    path = ROOT / "solutions" / "gpt3-6.7b-config3-dp.megatron.json"
+    path = ROOT / "solutions" / "gpt3-6.7b-config3-dp.mg-wafer.json"
     assert main(["simulate", str(path), "--json", "--plot", str(png)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["iteration_s"] > 0 and out["peak_memory_bytes"] == max(d["peak_memory_bytes"] for d in out["dies"])

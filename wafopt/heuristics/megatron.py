@@ -85,26 +85,22 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
         return MethodResult(None, "unknown", message="megatron needs a fixed layout: add parallel: {tp, pp, dp}")
     training = scenario.training
     sp = training.sequence_parallel if training.sequence_parallel_fixed else scenario.parallel.tp > 1
-    notes = {}
+    v = scenario.fixed.interleave or 1
+    rows, how = _recompute(scenario, Choice(replace(scenario.parallel, interleave=v), sequence_parallel=sp))
 
     def candidates():
-        for v in [scenario.fixed.interleave or 1]:
-            choice = Choice(replace(scenario.parallel, interleave=v), sequence_parallel=sp)
-            rows, how = _recompute(scenario, choice)
-            for label, plan in _placements(scenario):
-                if plan is not None:
-                    plan = dict(plan, interleave=v, sequence_parallel=sp, tp_scheme="megatron")
-                    if rows is not None:
-                        plan["recompute"] = rows
-                notes[f"v{v} {label}"] = how
-                yield f"interleave {v}, {label}", plan
+        for label, plan in _placements(scenario):
+            if plan is not None:
+                plan = dict(plan, interleave=v, sequence_parallel=sp, tp_scheme="megatron")
+                if rows is not None:
+                    plan["recompute"] = rows
+            yield label, plan
 
     best, tried = _best(scenario, options, candidates())
     if best is None:
         return MethodResult(None, "unknown", message=f"megatron baseline found no plan ({'; '.join(tried)})")
-    how = [h for k, h in notes.items() if k.startswith(f"v{best['interleave']} ")][0]
     return MethodResult(best, "feasible", None, "heuristic",
-                        f"sequence parallelism {'on' if sp else 'off'}, {how}, interleave {best['interleave']}; "
+                        f"sequence parallelism {'on' if sp else 'off'}, {how}, interleave {v}; "
                         f"tried: {'; '.join(tried)}")
 
 
