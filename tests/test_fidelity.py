@@ -44,6 +44,23 @@ def test_korthikanti_table_5_within_the_targets():
     assert stats["predicted"] == stats["runs"] and stats["mean_abs_error"] <= 0.05 and stats["max_abs_error"] <= 0.10
 
 
+def test_narayanan_table_1_runs_each_within_10_percent():
+    rows = [r for r in fidelity() if r.run.source.startswith("Narayanan")]
+    assert len(rows) == 10
+    assert {r.run.scenario["parallel"]["dp"] for r in rows} >= {6, 32}   # data parallelism is covered
+    for row in rows:
+        assert row.predicted_s is not None and abs(row.error) <= 0.10, (row.run.name, row.predicted_s)
+    stats = summary(rows)
+    assert stats["mean_abs_error"] <= 0.05 and set(stats["by_source"]) == {rows[0].run.source}
+
+
+def test_a_cluster_may_have_more_nodes_than_a_wafer_has_rows():
+    loaded = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 384},
+                             "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 1, "global_batch": 384},
+                             "parallel": {"tp": 8, "pp": 1, "dp": 384}})
+    assert loaded.instance.wafer.rows == 384
+
+
 def test_solve_megatron_json_on_a_cluster_scenario(tmp_path):
     scenario = {"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 1}, "model": GPT_22B,
                 "training": {"seq": 2048, "micro_batch": 4, "global_batch": 4, "sequence_parallel": True,

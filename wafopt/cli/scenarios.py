@@ -132,6 +132,7 @@ class Fidelity(Command):
 
     def add_arguments(self, p):
         p.add_argument("--json", action="store_true", help="rows and summary as JSON")
+        p.add_argument("--markdown", action="store_true", help="the table as markdown (docs/fidelity.md)")
         p.add_argument("--quiet", action="store_true")
 
     def run(self, args):
@@ -147,5 +148,5 @@ class Fidelity(Command):
                                         "scenario": r.run.scenario} for r in done.rows],
                               "summary": done.summary}, indent=1))
         else:
-            print(fidelity_table(done.rows, done.summary))
+            print(fidelity_table(done.rows, done.summary, markdown=args.markdown))
         return EXIT_OK

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import yaml
 
 from wafopt.core.errors import InstanceError
-from wafopt.core.limits import MAX_AMOUNT, MAX_LAYERS, MIN_RATE
+from wafopt.core.limits import MAX_AMOUNT, MAX_DIES, MAX_LAYERS, MAX_MESH_SIDE, MIN_RATE
 from wafopt.core.schema import (
     Entries,
     Flag,
@@ -219,7 +219,8 @@ class Wafer:
 def _mesh_of(wafer: Wafer) -> Mesh:
     links = [tuple(sorted(link)) for link in wafer.faulty_links]
     return Mesh.build(wafer.rows, wafer.cols, sorted(wafer.faulty_dies), sorted(links),
-                      wafer.link_bandwidth, wafer.link_latency, where=f"wafer {wafer.name}")
+                      wafer.link_bandwidth, wafer.link_latency, where=f"wafer {wafer.name}",
+                      max_side=MAX_DIES if wafer.system == "cluster" else MAX_MESH_SIDE)
 
 
 # --------------------------------------------------------------------------------------------

@@ -103,9 +103,16 @@ def fidelity_table(rows: list, summary: dict, markdown: bool = False) -> str:
     heads = ["run", "measured (s)", "predicted (s)", "error"]
     cells = [[r.run.name, f"{r.run.measured_s:.2f}", number(r.predicted_s),
               "-" if r.error is None else f"{100 * r.error:+.1f} %"] for r in rows]
-    mean, most = summary["mean_abs_error"], summary["max_abs_error"]
-    tail = (f"{summary['predicted']} of {summary['runs']} runs predicted; mean absolute error "
-            f"{'-' if mean is None else f'{100 * mean:.2f} %'}, largest {'-' if most is None else f'{100 * most:.2f} %'}")
+
+    def line(stats, label):
+        mean, most = stats["mean_abs_error"], stats["max_abs_error"]
+        return (f"{label}{stats['predicted']} of {stats['runs']} runs predicted; mean absolute error "
+                f"{'-' if mean is None else f'{100 * mean:.2f} %'}, largest {'-' if most is None else f'{100 * most:.2f} %'}")
+
+    by_source = summary.get("by_source", {})
+    tail = [line(summary, "all: " if len(by_source) > 1 else "")]
+    if len(by_source) > 1:
+        tail += [line(stats, f"{source}: ") for source, stats in by_source.items()]
     if markdown:
-        return "\n".join([*_markdown(heads, cells), "", tail])
-    return "\n".join([*_aligned(heads, cells), tail])
+        return "\n".join([*_markdown(heads, cells), "", *(f"- {t}" for t in tail)])
+    return "\n".join([*_aligned(heads, cells), *tail])

@@ -84,7 +84,11 @@ def fidelity(progress: Callable | None = None) -> list[FidelityRow]:
 
 
 def summary(rows: list[FidelityRow]) -> dict:
-    """Mean and largest absolute relative error over the runs predicted."""
-    errors = [abs(r.error) for r in rows if r.error is not None]
-    return {"runs": len(rows), "predicted": len(errors), "mean_abs_error": mean(errors) if errors else None,
-            "max_abs_error": max(errors) if errors else None}
+    """Mean and largest absolute relative error over the runs predicted, in all and per source."""
+    def stats(some):
+        errors = [abs(r.error) for r in some if r.error is not None]
+        return {"runs": len(some), "predicted": len(errors), "mean_abs_error": mean(errors) if errors else None,
+                "max_abs_error": max(errors) if errors else None}
+
+    sources = dict.fromkeys(r.run.source for r in rows)
+    return {**stats(rows), "by_source": {src: stats([r for r in rows if r.run.source == src]) for src in sources}}
