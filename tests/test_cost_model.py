@@ -22,8 +22,8 @@ from wafopt.problems.plan.layouts import tile_dies
 TINY = {"name": "tiny", "layers": 2, "hidden": 8, "heads": 2, "ffn_hidden": 32, "vocab": 16}
 
 
-def layer(sp=False, attention="standard", tp=2, scheme="megatron"):
-    training = Training(4, 1, 2, attention=attention, sequence_parallel=sp)
+def layer(sp=False, attention="standard", tp=2, scheme="megatron", fused=False):
+    training = Training(4, 1, 2, attention=attention, sequence_parallel=sp, fused_elementwise=fused)
     return build_layer(resolve_llm(TINY), training, tp, False, scheme)
 
 
@@ -59,6 +59,19 @@ def test_standard_attention_operators_by_hand():
     assert o["qkv"].bwd.bytes == 2 * (64 + 96) + 2 * 96 + 2 * 4 * 96
     # Korthikanti's tensor-parallel total, s*b*h*(10 + 24/t + 5*a*s/(h*t)) = 32 * 24.5
     assert layer().activation_bytes == 784
+
+
+def test_fused_elementwise_chains_skip_the_dram_read_of_their_inputs():
+    plain, fused = ops(layer()), ops(layer(fused=True))
+    # element-wise after element-wise: ln1 (after the previous layer's residual), ln2 (after the
+    # attention residual), attention dropout (after softmax): 64 + 64 + 2 x 16 = 160 bytes less
+    skipped = {"ln1": 64, "ln2": 64, "attn_dropout": 32}
+    for name, op in plain.items():
+        saved = skipped.get(name, 0)
+        assert op.fwd.bytes - fused[name].fwd.bytes == saved, name
+        assert op.bwd.bytes - fused[name].bwd.bytes == 2 * saved, name
+        assert op.fwd.flops == fused[name].fwd.flops and op.stores == fused[name].stores
+    assert parse_training({"seq": 4, "micro_batch": 1, "global_batch": 2, "fused_elementwise": True}).fused_elementwise
 
 
 def test_flash_attention_by_hand():

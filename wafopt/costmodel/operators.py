@@ -13,11 +13,14 @@ docs/workload.md.
   with sequence parallelism, all-gather / reduce-scatter plus the backward re-gather of the
   layer input for the weight gradient; TATP streams of TEMP Sec. V.
 - Time of an operator: max(FLOPs / (peak x efficiency), bytes / DRAM bandwidth).
+- Fused element-wise chains (`training.fused_elementwise`; Narayanan et al. 2021, Sec. 4.2: bias +
+  GeLU, bias + dropout + add, scale + mask + softmax as single kernels): an element-wise operator
+  that directly follows another one takes its input from the kernel, not from DRAM.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from wafopt.costmodel.rules import kv_heads_per_die
 
@@ -184,6 +187,21 @@ class LayerTable:
         return self.residual_grad_bytes + max(o.in_bytes + o.out_bytes + o.gathered_bytes for o in self.ops)
 
 
+def _fuse_elementwise(ops: list[Op]) -> list[Op]:
+    """Drop the DRAM read of the input of every element-wise operator whose producer is an
+    element-wise operator too (the layer's first one follows the previous layer's last); the
+    backward chain fuses likewise. Stored tensors are still written, so memory is unchanged."""
+    fused = []
+    for k, op in enumerate(ops):
+        before = ops[k - 1]   # k = 0: the previous layer's last operator (same shape)
+        if op.fwd.matrix or before.fwd.matrix:
+            fused.append(op)
+            continue
+        fused.append(replace(op, fwd=replace(op.fwd, bytes=op.fwd.bytes - op.in_bytes),
+                             bwd=replace(op.bwd, bytes=op.bwd.bytes - BACKWARD_FACTOR * op.in_bytes)))
+    return fused
+
+
 def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> LayerTable:
     """The cost table of one layer of `llm` (MoE layer if `moe`) on one die of a tp-die group."""
     if scheme not in SCHEMES:
@@ -278,6 +296,8 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
         elementwise("mlp_residual", RESIDUAL_FLOPS * sbh * r, 2 * E * sbh * r, E * sbh * r,
                     ("mlp_dropout_mask",), extra_bytes=MASK_BYTES * sbh * r),
     ]
+    if training.fused_elementwise:
+        ops = _fuse_elementwise(ops)
     ops = tuple(ops)
     names = {o.name for o in ops}
 

@@ -73,6 +73,7 @@ class Training:
     micro_batches: tuple[int, ...] = ()   # the sizes a plan may choose (default: micro_batch alone)
     recompute_policy: str | None = None   # selective | full: every plan recomputes exactly so (forced)
     sequence_parallel_fixed: bool = False  # the scenario sets sequence_parallel (else plans may choose)
+    fused_elementwise: bool = False       # chains of element-wise operators run as one kernel
 
     def __post_init__(self):
         if self.micro_batch not in self.micro_batches:   # e.g. after replace(micro_batch=...)
@@ -152,6 +153,7 @@ class TrainingSpec(Record):
     activation_bytes: count(positive=True) = 2
     workspace_gb: quantity(nonnegative=True) = 0.0
     recompute: Annotated[Any, BeforeValidator(_recompute)] = True   # true | false | none | selective | full
+    fused_elementwise: Flag = False        # element-wise chains as one kernel (no DRAM round trip between)
 
     @model_validator(mode="before")
     @classmethod
@@ -185,7 +187,8 @@ class TrainingSpec(Record):
             distributed_optimizer=self.distributed_optimizer, activation_bytes=self.activation_bytes,
             workspace_bytes=self.workspace_gb * GB, recompute=self.recompute not in (False, "none"),
             recompute_policy=self.recompute if self.recompute in ("selective", "full") else None,
-            sequence_parallel_fixed=self.sequence_parallel is not None)
+            sequence_parallel_fixed=self.sequence_parallel is not None,
+            fused_elementwise=self.fused_elementwise)
         for b in sizes:
             if training.global_batch % b:
                 raise InstanceError(f"must be a multiple of micro_batch {b}, got {training.global_batch}",
@@ -204,7 +207,8 @@ class TrainingSpec(Record):
             sequence_parallel=training.sequence_parallel if training.sequence_parallel_fixed else None,
             states=states, distributed_optimizer=training.distributed_optimizer,
             activation_bytes=training.activation_bytes, workspace_gb=training.workspace_bytes / GB,
-            recompute=training.recompute_policy or training.recompute)
+            recompute=training.recompute_policy or training.recompute,
+            fused_elementwise=training.fused_elementwise)
 
     def _states(self, at) -> StateBytes:
         if self.state_bytes_per_param is not None:
