@@ -2,6 +2,8 @@
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,47 @@ def test_default_output_never_replaces_a_better_solution(tmp_path, monkeypatch, 
     assert "kept" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*.tmp")), "no stray temporary files"
     del worse
+
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+@needs_git
+def test_solving_in_a_checkout_never_modifies_a_tracked_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    subprocess.run(["git", "init", "-q"], check=True)
+    inst = str(ROOT / "instances/placement/pl-sparse-12.yaml")
+    assert main(["solve", inst, "--method", "serpentine", "--quiet"]) == 0
+    reference = tmp_path / "solutions" / "pl-sparse-12.serpentine.json"
+    subprocess.run(["git", "add", str(reference)], check=True)    # the index is enough to be tracked
+    capsys.readouterr()
+    beside = reference.with_name("pl-sparse-12.serpentine.new.json")
+    shipped = reference.read_bytes()
+    # an equal result: the reference stays byte for byte, the run goes beside it with a note
+    assert main(["solve", inst, "--method", "serpentine", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert reference.read_bytes() == shipped and beside.is_file()
+    assert f"wrote {Path('solutions') / beside.name}" in captured.out
+    assert "tracked by git" in captured.err and "is equal" in captured.err
+    # a reference that is worse (objective doubled by hand) is kept too: the note says this run is better
+    worse = dict(json.loads(shipped), objective=json.loads(shipped)["objective"] * 2)
+    reference.write_text(json.dumps(worse))
+    subprocess.run(["git", "add", str(reference)], check=True)
+    for out in ([], ["--out", "solutions"], ["--out", str(reference)]):
+        assert main(["solve", inst, "--method", "serpentine", "--quiet", *out]) == 0
+        assert json.loads(reference.read_text()) == worse
+        assert "is better" in capsys.readouterr().err
+    assert json.loads(beside.read_text())["objective"] == worse["objective"] / 2
+
+
+def test_without_git_an_untracked_solution_is_replaced_as_before(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs-here"))   # git cannot be found
+    inst = str(ROOT / "instances/placement/pl-sparse-12.yaml")
+    for _ in range(2):
+        assert main(["solve", inst, "--method", "serpentine", "--quiet"]) == 0
+    assert [p.name for p in (tmp_path / "solutions").iterdir()] == ["pl-sparse-12.serpentine.json"]
+    assert "note" not in capsys.readouterr().err
 
 
 def test_exit_code_3_when_no_plan(tmp_path):

@@ -169,6 +169,26 @@ def test_changed_instance_is_invalid_and_named_with_its_absolute_path(tmp_path, 
     assert "is not the one solved" in out and str(instance.resolve()) in out
 
 
+@pytest.mark.parametrize("hash_field", [{"instance_sha256": ""}, {"instance_sha256": None}, "dropped"])
+def test_a_solution_without_an_instance_hash_is_refused(tmp_path, at_root, capsys, hash_field):
+    # without the hash the plan could be certified against any instance the caller names
+    path = tampered(tmp_path, "tatp-6x8-n4.cpsat.json", **({} if hash_field == "dropped" else hash_field))
+    if hash_field == "dropped":
+        edit(path, lambda d: d.pop("instance_sha256"))
+    assert main(["certify", path]) == 2
+    assert main(["certify", path, "--instance", "instances/tatp/tatp-6x8-n4.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("instance_sha256" in line for line in err)
+
+
+@pytest.mark.parametrize("instance", ["instances/placement/pl-sparse-12.yaml", "instances/plan/gpt3-175b-config3.yaml"])
+def test_an_instance_given_as_the_solution_is_named_as_one(at_root, capsys, instance):
+    assert main(["certify", instance]) == 2
+    err = capsys.readouterr().err
+    assert "instance file, not a solution" in err and "wafopt certify SOLUTION" in err
+    assert "malformed JSON" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_exit_codes_certified_claimed_invalid(tmp_path, at_root, capsys):
     assert main(["certify", str(SOLUTIONS / "tatp-6x8-n4.cpsat.json")]) == 0     # ring floor = optimum
     assert main(["certify", str(SOLUTIONS / "nug12.milp.json")]) == 4           # solver bound 578

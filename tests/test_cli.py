@@ -1,6 +1,7 @@
 """The CLI end to end: bad input gives one readable message and exit 2, solve/certify round trip."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,47 @@ def test_missing_file_and_unknown_method(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().out
     assert main(["solve", write(tmp_path, SCENARIO), "--method", "magic", "--quiet"]) == 2
     assert "unknown method 'magic'" in capsys.readouterr().err
+
+
+def test_flag_errors_name_the_flag_and_a_kernel_method_on_a_scenario_names_problem(tmp_path, capsys):
+    inst = write(tmp_path, SCENARIO)
+    out = str(tmp_path / "out.json")
+    for flag, value in (("--time-limit", "-1"), ("--seed", "-1"), ("--elite-share", "2")):
+        assert main(["solve", inst, "--method", "megatron", "--quiet", "--out", out, flag, value]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"wafopt: error: {flag}: "), err
+    assert main(["compare", inst, "--methods", "megatron", "--time-limit", "0"]) == 2
+    captured = capsys.readouterr()
+    assert "--time-limit: " in captured.err and "megatron (1/1)" not in captured.err   # before any work
+    assert main(["solve", inst, "--method", "cpsat", "--quiet"]) == 2
+    assert "add --problem P (P one of placement, recompute, mem_pair, tatp, routing)" in capsys.readouterr().err
+    assert main(["solve", inst, "--method", "dp", "--quiet"]) == 2
+    assert "add --problem recompute" in capsys.readouterr().err
+
+
+def test_result_lines_carry_the_objective_unit(tmp_path, capsys):
+    out = str(tmp_path / "out.json")
+    assert main(["solve", write(tmp_path, SCENARIO), "--method", "megatron", "--quiet", "--out", out]) == 0
+    assert re.search(r"objective [0-9.]+ s  bound", capsys.readouterr().out)
+    tatp = str(Path(__file__).resolve().parents[1] / "instances/tatp/tatp-6x8-n4.yaml")
+    assert main(["solve", tatp, "--method", "snake", "--quiet", "--out", out]) == 0
+    assert re.search(r"objective [0-9.]+ hops  bound [0-9.]+ hops \(certificate", capsys.readouterr().out)
+
+
+def test_an_exact_method_without_a_time_limit_says_so_once(tmp_path, capsys):
+    kernel = str(Path(__file__).resolve().parents[1] / "instances/recompute/rc-example-local.yaml")
+    out = str(tmp_path / "out.json")
+    assert main(["solve", kernel, "--method", "milp", "--out", out]) == 0
+    err = capsys.readouterr().err
+    assert err.count("no time limit is set") == 1 and "--time-limit S" in err
+    for quieter in (["--time-limit", "30"], ["--quiet"]):
+        assert main(["solve", kernel, "--method", "milp", "--out", out, *quieter]) == 0
+        assert "no time limit" not in capsys.readouterr().err
+    assert main(["solve", kernel, "--method", "dp", "--out", out]) == 0          # dp stops by its own budget
+    assert "no time limit" not in capsys.readouterr().err
+    assert main(["compare", kernel, "--methods", "milp,cpsat,dp"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("no time limit is set: milp, cpsat run") == 1
 
 
 def test_solve_certify_show_round_trip(tmp_path, capsys, monkeypatch):

@@ -2,6 +2,8 @@
 
 import itertools
 import math
+import shutil
+import sqlite3
 
 import pytest
 
@@ -14,9 +16,8 @@ from wafopt.explore.enumerate import (
     enumerate_designs,
 )
 from wafopt.explore.run import Explorer
-from wafopt.explore.space import LoadedWorkload
-from wafopt.explore.space import parse_space
-from wafopt.explore.store import Store
+from wafopt.explore.space import LoadedWorkload, parse_space
+from wafopt.explore.store import SCHEMA, Store
 
 UNITS = [
     {"name": "hbm", "kind": "dram", "width_mm": 7.0, "depth_mm": 1.5, "capacity_gb": 16, "bandwidth_tbps": 0.5},
@@ -138,6 +139,34 @@ def test_resume_after_a_kill_repeats_no_work(tmp_path):
     assert sum(again["evaluations"].values()) == total - done  # nothing done twice
     third = explorer(sp, store=Store(path)).run()
     assert sum(third["evaluations"].values()) == 0
+
+
+def test_the_sqlite_file_alone_holds_every_stored_batch(tmp_path):
+    # copying the .sqlite without a journal beside it, while the run still holds the store open
+    # (or after it was killed), keeps every batch it committed
+    path = tmp_path / "store.sqlite"
+    store = Store(path)
+    store.put_many([(f"k{i}", f"d{i}", "w", "F1", {"value": i}) for i in range(500)])
+    copy = tmp_path / "copied" / "store.sqlite"
+    copy.parent.mkdir()
+    shutil.copyfile(path, copy)
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["store.sqlite"]
+    with Store(copy) as copied:
+        assert copied.count() == 500 and copied.get("k499") == {"value": 499}
+    store.close()
+
+
+def test_a_store_left_in_wal_mode_is_folded_back_into_one_file(tmp_path):
+    path = tmp_path / "store.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(SCHEMA)
+    db.execute("INSERT INTO evaluations VALUES ('k', 'd', 'w', 'F1', '{\"value\": 1}')")
+    db.commit()
+    db.close()
+    with Store(path) as store:
+        assert store.get("k") == {"value": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["store.sqlite"]
 
 
 def test_s_curve_grows_with_the_assumed_error_and_confidence_when_stopped():

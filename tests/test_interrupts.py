@@ -9,8 +9,10 @@ instance). Long parametrizations are marked slow; a representative set runs by d
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -114,6 +116,56 @@ def test_ctrl_c_stops_the_gcmr_chain_within_2_s(tmp_path):
     run = Solving("instances/plan/llama3-70b-config3-faulty.yaml", "gcmr", out)   # about 3 s of solving
     took = run.interrupt_after(0.5)
     assert_interrupted_and_certifiable(run, took, out)
+
+
+class CtrlCWhenShown(io.StringIO):
+    """A stderr that sends this process SIGINT the moment a line starting with `prefix` is written:
+    Ctrl-C with no delay after the run is announced."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if text.startswith(self.prefix):
+            self.prefix = "\0"   # once
+            os.kill(os.getpid(), signal.SIGINT)
+        return written
+
+
+def solve_with_ctrl_c_at_solving(monkeypatch, instance: str, method: str, out: Path) -> tuple[int, str]:
+    from wafopt.cli import main
+
+    shown = CtrlCWhenShown("solving ")
+    monkeypatch.setattr(sys, "stderr", shown)
+    code = main(["solve", str(ROOT / instance), "--method", method, "--out", str(out)])
+    monkeypatch.undo()
+    return code, shown.getvalue()
+
+
+def test_ctrl_c_the_moment_solving_shows_still_writes_the_plan(tmp_path, monkeypatch, at_root):
+    out = tmp_path / "plan.json"
+    code, err = solve_with_ctrl_c_at_solving(monkeypatch, "instances/plan/llama3-70b-config3-faulty.yaml",
+                                             "gcmr", out)
+    assert code == 130 and out.is_file(), err
+    solution = json.loads(out.read_text())
+    assert solution["stats"]["interrupted"] and solution["plan"] is not None
+    assert certify_in_process(out) in (0, 4)
+
+
+def test_ctrl_c_before_any_plan_says_nothing_was_written(tmp_path, monkeypatch):
+    # the transport LP has no plan until it is solved
+    out = tmp_path / "mem_pair.json"
+    code, err = solve_with_ctrl_c_at_solving(monkeypatch, "instances/mem_pair/mp-example.yaml", "lp", out)
+    assert code == 130 and not out.exists(), err
+    assert "wafopt: interrupted before any plan was found; nothing written" in err
+
+
+def certify_in_process(solution: Path) -> int:
+    from wafopt.run.certify import certify as certify_file
+
+    return certify_file(str(solution)).exit_code
 
 
 def test_a_second_ctrl_c_ends_at_once_and_still_writes_the_best_plan(tmp_path):

@@ -244,11 +244,21 @@ def test_too_many_dies_and_disconnected_mesh_are_clear_errors():
         loaded(3, 3, 1, 2)
 
 
-def test_tiles_reaches_the_bound_on_fault_free_paper_wafers_fast():
-    for rows, cols, N, G in ((6, 9, 6, 9), (8, 8, 8, 8), (7, 8, 8, 6), (6, 8, 4, 12), (8, 8, 16, 4)):
+PAPER_WAFERS = ((6, 9, 6, 9), (8, 8, 8, 8), (7, 8, 8, 6), (6, 8, 4, 12), (8, 8, 16, 4))   # rows, cols, N, G
+
+
+def test_tiles_reaches_the_bound_on_fault_free_paper_wafers():
+    for rows, cols, N, G in PAPER_WAFERS:
         sol = run(loaded(rows, cols, N, G), "tiles", SolveOptions(time_limit=5, quiet=True))
         assert sol.status == "optimal" and sol.objective == G, (rows, cols, N)
-        assert sol.time_s < 1.0
+
+
+@pytest.mark.slow
+def test_tiles_takes_under_a_second_on_the_paper_wafers():
+    """A timing target (a few ms each on an idle machine), so a benchmark: wall time on a shared
+    machine measures the neighbours too."""
+    for rows, cols, N, G in PAPER_WAFERS:
+        assert run(loaded(rows, cols, N, G), "tiles", SolveOptions(time_limit=5, quiet=True)).time_s < 1.0
 
 
 def test_snake_reproduces_temp_sequential_mapping_on_6x9():
@@ -264,3 +274,12 @@ def test_ga_is_seeded_and_deterministic():
     b = run(ld, "ga", SolveOptions(time_limit=20, seed=5, quiet=True))
     assert a.plan == b.plan
     assert a.objective >= brute_force(ld.instance)
+
+
+def test_ga_interrupted_before_its_first_generation_still_returns_the_tiled_rings():
+    ld = loaded(6, 9, 6, 9)   # tiles leave non-rings on 6 x 9 (TEMP Fig. 7), so the GA runs
+    options = SolveOptions(time_limit=20, seed=5, quiet=True)
+    options.interrupted = True   # Ctrl-C already pressed: no generation runs
+    sol = run(ld, "ga", options)
+    assert sol.plan is not None
+    assert evaluate("tatp", ld.instance, sol.plan).objective == sol.objective

@@ -42,6 +42,7 @@ from wafopt.api.solving import (
     read_plan,
     read_warm_start,
     run,
+    runs_without_limit,
     solve,
     validate,
 )
@@ -86,6 +87,6 @@ __all__ = [
     "__version__", "ablation", "applicable", "as_instance", "calibrate", "certify", "certify_file", "check_warm_start",
     "compare", "compare_jobs", "compare_rows", "compare_table", "default_methods", "default_solution_name",
     "evaluate", "explore", "export", "fidelity", "import_qaplib", "known_methods", "load", "methods", "missing_details",
-    "options", "prepare_method", "read_plan", "read_warm_start", "run", "save", "scenario", "schema", "show",
-    "simulate", "solve", "tatp_report", "validate", "workload",
+    "options", "prepare_method", "read_plan", "read_warm_start", "run", "runs_without_limit", "save", "scenario",
+    "schema", "show", "simulate", "solve", "tatp_report", "validate", "workload",
 ]

@@ -46,7 +46,12 @@ def explore(space: str | Path, exhaustive: bool = False, store: str | Path | Non
     workers = (os.cpu_count() or 1) if workers is None else workers
     if workers < 0:
         raise InstanceError(f"must be >= 0, got {workers}", "--workers")
-    result = run_exploration(loaded, exhaustive=exhaustive, epsilon=epsilon, store=Store(store) if store else None,
-                             budget_s=budget, seed=seed, workers=workers, scheduler=scheduler,
-                             time_limit=time_limit, progress=progress)
+    opened = Store(store) if store else None
+    try:
+        result = run_exploration(loaded, exhaustive=exhaustive, epsilon=epsilon, store=opened, budget_s=budget,
+                                 seed=seed, workers=workers, scheduler=scheduler, time_limit=time_limit,
+                                 progress=progress)
+    finally:
+        if opened is not None:
+            opened.close()
     return Exploration(result)

@@ -20,7 +20,12 @@ from wafopt.problems import Evaluation, Loaded, parse_instance
 from wafopt.problems import evaluate as evaluate_plan
 from wafopt.problems import load as load_file
 from wafopt.run.certify import certify as certify_solution
-from wafopt.run.methods import DEFAULT_METHODS, method_function, methods
+from wafopt.run.methods import (
+    DEFAULT_METHODS,
+    UNLIMITED_METHODS,
+    method_function,
+    methods,
+)
 from wafopt.run.runner import not_applicable
 from wafopt.run.runner import run as run_method
 from wafopt.solvers.backends import pyomo_solver
@@ -137,6 +142,11 @@ def run(instance: Instance, method: str, options: SolveOptions) -> Result:
     """Run one method with checked options (see `options`); Ctrl-C stops it and returns the best
     plan found so far (`Result.interrupted`)."""
     return Result.of(run_method(instance, method, options))
+
+
+def runs_without_limit(method: str, time_limit: float | None) -> bool:
+    """True when the method would run with no time limit at all (an exact method, no `time_limit`)."""
+    return time_limit is None and method in UNLIMITED_METHODS
 
 
 def prepare_method(instance: Instance, method: str) -> None:

@@ -14,10 +14,12 @@ from wafopt.api import (
     EXIT_NO_PLAN,
     EXIT_OK,
     PROBLEMS,
+    InstanceError,
     Result,
     methods,
     options,
     run,
+    runs_without_limit,
     save,
 )
 from wafopt.present.progress import console_progress
@@ -38,13 +40,23 @@ def stderr(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+# the API's argument -> the flag that sets it: messages name what the user typed
+FLAGS = {"time_limit": "--time-limit", "seed": "--seed", "workers": "--workers", "elite_share": "--elite-share",
+         "solver": "--solver", "scheduler": "--scheduler", "warm_start": "--warm-start"}
+
+
 def solve_options(args):
     """The checked solve options of the flags a command has (the others at their defaults)."""
     workers = getattr(args, "workers", 1)
-    return options(args.time_limit, args.seed, None, args.quiet, getattr(args, "verbose", False),
-                   workers=(os.cpu_count() or 1) if workers is None else workers,
-                   solver=getattr(args, "solver", None) or "highs",
-                   elite_share=getattr(args, "elite_share", 0.5), scheduler=getattr(args, "scheduler", None))
+    try:
+        return options(args.time_limit, args.seed, None, args.quiet, getattr(args, "verbose", False),
+                       workers=(os.cpu_count() or 1) if workers is None else workers,
+                       solver=getattr(args, "solver", None) or "highs",
+                       elite_share=getattr(args, "elite_share", 0.5), scheduler=getattr(args, "scheduler", None))
+    except InstanceError as exc:
+        if exc.where not in FLAGS:
+            raise
+        raise InstanceError(exc.reason, FLAGS[exc.where]) from None
 
 
 def add_solve_options(p: argparse.ArgumentParser) -> None:
@@ -58,6 +70,15 @@ def add_solve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--solver", default="highs", metavar="NAME",
                    help="MILP solver of the pyomo models: highs (default) or any solver pyomo's SolverFactory "
                         "finds installed (gurobi, cplex, scip, cbc, ...)")
+
+
+def note_no_time_limit(method_names: list[str], args) -> None:
+    """Once per command: the exact methods about to run without any time limit, and the flag that sets one."""
+    unlimited = [m for m in dict.fromkeys(method_names) if runs_without_limit(m, args.time_limit)]
+    if unlimited and not args.quiet:
+        stderr(f"wafopt: note: no time limit is set: {', '.join(unlimited)} "
+               f"{'runs' if len(unlimited) == 1 else 'run'} until the result is proven, which can take hours; "
+               "set a limit with --time-limit S")
 
 
 def methods_help() -> str:
@@ -86,14 +107,24 @@ def ctrl_c_noted(options):
         signal.signal(signal.SIGINT, previous)
 
 
-def run_and_save(loaded, method: str, options, write: bool = True, out: str | None = None):
-    """Run a method with its progress on stderr, then write its solution (`write`), Ctrl-C noted
-    until it is written. Returns (result, path written, note of save, interrupted)."""
+NOTHING_WRITTEN = "interrupted before any plan was found; nothing written"
+
+
+def run_and_save(loaded, method: str, options, write: bool = True, out: str | None = None,
+                 announce: str | None = None):
+    """Show `announce` on stderr, run a method with its progress on stderr, then write its solution
+    (`write`), Ctrl-C noted from the announcement until it is written. A run Ctrl-C stopped before
+    it had any plan writes nothing (the note says so). Returns (result, path written or None, note,
+    interrupted)."""
     path, note = None, None
     with ctrl_c_noted(options) as late_ctrl_c:
+        if announce:
+            stderr(announce)   # only now: a Ctrl-C from the moment it shows stops the run, never the command
         with console_progress(options):
             result: Result = run(loaded, method, options)
-        if write:
+        if write and result.interrupted and result.plan is None:
+            note = NOTHING_WRITTEN
+        elif write:
             path, note = save(result, loaded, out)
     return result, path, note, bool(late_ctrl_c) or result.interrupted
 

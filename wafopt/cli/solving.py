@@ -21,6 +21,7 @@ from wafopt.cli.common import (
     add_solve_options,
     exit_code,
     methods_help,
+    note_no_time_limit,
     run_and_save,
     solve_options,
     stderr,
@@ -65,10 +66,44 @@ class Solve(Command):
                        help="plan: the share of each GA generation kept as elites (WATOS omega, 0 to 1; default 0.5)")
         p.add_argument("--warm-start", metavar="SOLUTION", help="start exact methods from this plan")
         p.add_argument("--out", metavar="FILE|DIR", help="a file, or a directory to write into "
-                       "(default: solutions/<instance-stem>.<method>.json; a better solution there is kept)")
+                       "(default: solutions/<instance-stem>.<method>.json; a better solution there is kept, a file "
+                       "git tracks is never modified: the run goes beside it as <name>.new.json)")
         p.add_argument("--json", action="store_true", help="print the solution JSON on stdout")
 
     def run(self, args):
+        try:
+            loaded, options = self._prepare(args)
+        except KeyboardInterrupt:
+            stderr("wafopt: interrupted before solving began; nothing written")
+            return EXIT_INTERRUPTED
+        note_no_time_limit([args.method], args)
+        announce = None if options.quiet else (f"solving {args.instance} ({loaded.problem}) with {args.method}"
+                                               + (f", time limit {args.time_limit:g} s" if args.time_limit else ""))
+        result, out, note, interrupted = run_and_save(loaded, args.method, options, out=args.out, announce=announce)
+        if args.json:
+            print(json.dumps(result.solution.to_dict(), indent=1))
+        else:
+            print(result_line(result, loaded.objective_unit))
+            if result.message:
+                print(f"note: {result.message}")
+            if result.solution.stats.get("candidates"):
+                print(candidates_text(result.solution.stats))
+            if out is not None:
+                print(f"wrote {out}")
+        if out is None:
+            stderr(f"wafopt: {note}")
+            return EXIT_INTERRUPTED
+        if args.plot:
+            draw_solution(loaded.problem, loaded.instance, result.plan, result.solution.stats, args.plot,
+                          f"{loaded.name}: {args.method}")
+            stderr(f"wrote {args.plot}")
+        if note:
+            stderr(f"wafopt: note: {note}")
+        return EXIT_INTERRUPTED if interrupted else exit_code(result)
+
+    @staticmethod
+    def _prepare(args):
+        """The instance and the checked options; the method's solver libraries loaded."""
         loaded = api.load(args.instance, args.problem)
         if args.method is None:
             if loaded.problem != "plan":
@@ -78,26 +113,7 @@ class Solve(Command):
         options = solve_options(args)
         if args.warm_start:
             options.warm_start = api.read_warm_start(args.warm_start, loaded)
-        if not options.quiet:
-            stderr(f"solving {args.instance} ({loaded.problem}) with {args.method}"
-                   + (f", time limit {args.time_limit:g} s" if args.time_limit else ""))
-        result, out, note, interrupted = run_and_save(loaded, args.method, options, out=args.out)
-        if args.json:
-            print(json.dumps(result.solution.to_dict(), indent=1))
-        else:
-            print(result_line(result))
-            if result.message:
-                print(f"note: {result.message}")
-            if result.solution.stats.get("candidates"):
-                print(candidates_text(result.solution.stats))
-            print(f"wrote {out}")
-        if args.plot:
-            draw_solution(loaded.problem, loaded.instance, result.plan, result.solution.stats, args.plot,
-                          f"{loaded.name}: {args.method}")
-            stderr(f"wrote {args.plot}")
-        if note:
-            stderr(f"wafopt: note: {note}")
-        return EXIT_INTERRUPTED if interrupted else exit_code(result)
+        return loaded, options
 
 
 class Compare(Command):
@@ -121,15 +137,17 @@ class Compare(Command):
         extra = [k.strip() for k in args.details.split(",") if k.strip()]
         asked = None if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
         jobs = api.compare_jobs(args.instances, asked, args.problem)
+        solve_options(args)   # a bad flag fails before any method runs
+        note_no_time_limit([m for job in jobs for m in job.methods], args)
         rows = []
         code = EXIT_OK
         for job in jobs:
             results = []
             for k, method in enumerate(job.methods):
-                if not args.quiet:
-                    stderr(f"[{job.instance.name}] {method} ({k + 1}/{len(job.methods)}) ...")
+                announce = None if args.quiet else \
+                    f"[{job.instance.name}] {method} ({k + 1}/{len(job.methods)}) ..."
                 result, _, note, interrupted = run_and_save(job.instance, method, solve_options(args),
-                                                            write=args.save)
+                                                            write=args.save, announce=announce)
                 if note:
                     stderr(f"wafopt: note: {note}")
                 results.append(result)

@@ -20,6 +20,7 @@ class InstanceError(ValueError):
 
     def __init__(self, message: str, where: str | None = None):
         self.where = where
+        self.reason = message   # without `where`, so a caller may name the field as its user knows it
         super().__init__(one_short_line(f"{where}: {message}" if where else message))
 
 

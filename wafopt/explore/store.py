@@ -21,6 +21,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
 )"""
 
 
+STORE_LOCK_TIMEOUT_S = 30.0   # another run writing the same store holds its lock for one batch at most
 LADDER = 2   # the fidelity methods' version: results stored by an older ladder are not reused
 
 
@@ -37,8 +38,10 @@ class Store:
         self.path = str(path) if path else ":memory:"
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db = sqlite3.connect(self.path, timeout=STORE_LOCK_TIMEOUT_S)
+        # a rollback journal, not WAL: every commit lands in the file itself, so the .sqlite alone
+        # holds every finished batch, even after a kill (a store left in WAL mode is folded back in)
+        self.db.execute("PRAGMA journal_mode=DELETE")
         self.db.execute(SCHEMA)
         self.db.commit()
 
@@ -57,4 +60,11 @@ class Store:
         return self.db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
 
     def close(self) -> None:
+        self.db.commit()
         self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

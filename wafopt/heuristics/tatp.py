@@ -518,13 +518,16 @@ def ga(instance, options: SolveOptions) -> MethodResult:
         # stop at the generation cap (deterministic for a seed) or the time budget, whichever first
         algorithm.setup(Mapping(), termination=("n_gen", GENERATIONS), seed=options.seed, verbose=False)
         stop = time.monotonic() + remaining
+        generations = 0
         while algorithm.has_next() and time.monotonic() < stop and not options.stopped():
             algorithm.next()
-        x = np.asarray(algorithm.result().X, dtype=int)
-        rings = [[cells[k] for k in x[g * N:(g + 1) * N]] for g in range(G)]
-        rings = [best_order(mesh, ring, floor)[0] for ring in rings]
-        rings = improve(mesh, rings, floor, deadline, options.stopped)
-        if total_cost(mesh, rings) < total_cost(mesh, best):
-            best = rings
+            generations += 1
+        if generations:   # stopped before the first generation: the tiled seed stands
+            x = np.asarray(algorithm.result().X, dtype=int)
+            rings = [[cells[k] for k in x[g * N:(g + 1) * N]] for g in range(G)]
+            rings = [best_order(mesh, ring, floor)[0] for ring in rings]
+            rings = improve(mesh, rings, floor, deadline, options.stopped)
+            if total_cost(mesh, rings) < total_cost(mesh, best):
+                best = rings
     return _result(instance, best, options, "pymoo GA seeded with tiles and snake",
                    solver=f"pymoo {version('pymoo')}")

@@ -30,10 +30,14 @@ def _markdown(headers: list[str], cells: list[list[str]]) -> list[str]:
             *("| " + " | ".join(row) + " |" for row in cells)]
 
 
-def result_line(result) -> str:
-    """status, objective, bound (with where it comes from), gap, time and solver of one run."""
+def result_line(result, unit: str = "") -> str:
+    """status, objective and bound in `unit` (the bound with where it comes from), gap, time and
+    solver of one run."""
     bound = result.bound
-    return (f"{result.status.value:10s} objective {number(result.objective)}  bound {number(bound and bound.value)}"
+    unit = f" {unit}" if unit else ""
+    objective = number(result.objective) + (unit if result.objective is not None else "")
+    bound_value = number(bound and bound.value) + (unit if bound is not None else "")
+    return (f"{result.status.value:10s} objective {objective}  bound {bound_value}"
             + (f" ({bound.provenance}: {bound.kind})" if bound else "")
             + f"  gap {percent(result.gap)}  {result.time_s:.2f} s  [{result.solution.solver}]")
 

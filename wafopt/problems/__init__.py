@@ -87,6 +87,12 @@ class Loaded:
     def module(self):
         return problem_module(self.problem)
 
+    @property
+    def objective_unit(self) -> str:
+        """The unit of the objective ("s", "hops"); "" where the instance's own units are free."""
+        unit = getattr(self.module, "UNIT", "")
+        return getattr(self.module, "SCENARIO_UNIT", unit) if self.derived_from else unit
+
 
 def document_schema(problem: str) -> type[Document]:
     """The pydantic model of a problem's instance files (wafopt.problems.<problem>.schema)."""

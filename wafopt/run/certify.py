@@ -1,9 +1,9 @@
 """`wafopt certify`: re-check a solution file without taking its word for anything.
 
-From the instance alone (the file's hash must match) certify re-evaluates the plan with the shared
-evaluator, re-derives a bound whose provenance is `certificate` with the problem's checker
-(wafopt.problems.<problem>.certificate), computes its own cheap certified bound, and reports the
-solver's claimed bound separately. Verdicts and exit codes:
+From the instance alone (the file's hash must match; a solution that records none is refused)
+certify re-evaluates the plan with the shared evaluator, re-derives a bound whose provenance is
+`certificate` with the problem's checker (wafopt.problems.<problem>.certificate), computes its own
+cheap certified bound, and reports the solver's claimed bound separately. Verdicts and exit codes:
 - certified (0): the plan is feasible, the stored objective is the evaluator's, and every bound
   and status the file states is proven by a certificate re-derived here (or by a re-solve);
 - claimed (4): consistent, but a `solver` bound (or an `optimal` status resting on one) is not
@@ -80,6 +80,8 @@ def certify(solution_path: str, instance_path: str | None = None, resolve: bool 
     """Re-check a solution file; bad input (an unreadable file, a wrong type) raises InstanceError."""
     report = Report()
     raw = _raw_fields(solution_path)
+    if raw is None or "plan" not in raw:
+        _refuse_an_instance_file(solution_path)
     non_finite = _non_finite(raw) if raw is not None else None
     if non_finite is not None:
         report.lines.append(f"solution {solution_path}")
@@ -121,6 +123,19 @@ def _raw_fields(path: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def _refuse_an_instance_file(path: str) -> None:
+    """An instance given where the solution belongs: say so, rather than report its YAML as bad JSON."""
+    try:
+        data, _ = read_mapping(path)
+    except InstanceError:
+        return   # neither: read_solution says what is wrong with it
+    if "problem" in data and "plan" not in data:
+        problem = data["problem"] if isinstance(data["problem"], str) else ""
+        raise InstanceError(f"this is {'a ' + problem if problem else 'an'} instance file, not a solution: usage: "
+                            "wafopt certify SOLUTION [--instance INSTANCE] (solve the instance first to get a "
+                            "solution file)", path)
+
+
 def _non_finite(data, path: str = "") -> str | None:
     """The field path of the first NaN or infinite number, or None."""
     stack = [(data, path)]
@@ -150,6 +165,10 @@ def _locate(given: str, solution_path: str, explicit: bool) -> Path:
 
 def _instance(sol: Solution, solution_path: str, instance_path: str | None,
               lines: list[str]) -> tuple[Loaded, list[str]]:
+    if not sol.instance_sha256:
+        # without the hash, any instance would do: the plan could be re-targeted silently
+        raise InstanceError("instance_sha256 is missing or empty: without it the solution cannot be tied to "
+                            "the instance it solves (solve again to write a file that records it)", solution_path)
     given = instance_path if instance_path is not None else sol.instance
     if given is None:
         raise InstanceError("the solution names no instance: pass --instance", solution_path)
@@ -157,11 +176,9 @@ def _instance(sol: Solution, solution_path: str, instance_path: str | None,
     lines.append(f"instance {given} ({path.resolve()})")
     data, digest = read_mapping(path)
     invalid = []
-    if sol.instance_sha256 and digest != sol.instance_sha256:
+    if digest != sol.instance_sha256:
         invalid.append(f"instance {given} ({path.resolve()}) is not the one solved: sha256 {digest[:12]}... "
                        f"!= stored {sol.instance_sha256[:12]}...")
-    elif not sol.instance_sha256:
-        lines.append("  (the solution stores no instance hash: checked against this instance as given)")
     loaded = parse_instance(data, given, digest)
     if sol.derived_from or loaded.problem != sol.problem:
         loaded = derive(loaded, sol.problem)

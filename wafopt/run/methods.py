@@ -21,6 +21,9 @@ METHODS: dict[str, dict] = {problem: {name: fn for table in LAYERS for name, fn 
                             for problem in PROBLEMS}
 
 CLUSTER_METHODS = ("megatron", "mg-wafer")   # the plan methods that apply to a cluster scenario
+# the methods with no time limit of their own: without one they search until they prove their
+# result (or their LP) optimal, which can take hours (the others stop by a default budget)
+UNLIMITED_METHODS = ("milp", "cpsat", "bnb", "rlt1")
 
 DEFAULT_METHODS = {
     "plan": ["megatron", "mg-wafer", "uniform", "gcmr"],
@@ -42,6 +45,9 @@ def methods(problem: str) -> dict:
 def method_function(problem: str, method: str):
     table = methods(problem)
     if method not in table:
+        kernels = [p for p in PROBLEMS if p != problem and method in METHODS[p]] if problem == "plan" else []
+        which = kernels[0] if len(kernels) == 1 else f"P (P one of {', '.join(kernels)})"
+        hint = f"; {method} solves a kernel of the scenario: add --problem {which}" if kernels else ""
         raise InstanceError(f"unknown method {method!r} for problem {problem} "
-                            f"(available: {', '.join(table)})", "--method")
+                            f"(available: {', '.join(table)}){hint}", "--method")
     return table[method]

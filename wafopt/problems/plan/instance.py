@@ -20,6 +20,7 @@ from wafopt.costmodel.rules import interleave_violation, tp_violation
 from wafopt.costmodel.scenario import Choice, Fixed, Scenario
 
 OBJECTIVE = "1F1B iteration time (s)"
+UNIT = "s"   # of the objective, in result lines
 
 GB = 1e9
 

@@ -25,6 +25,7 @@ from wafopt.problems.plan.layouts import default_placement
 MODES = ("local", "pooled")
 
 OBJECTIVE = "1F1B iteration time (instance time units)"
+SCENARIO_UNIT = "s"   # of the objective of a kernel derived from a scenario (free otherwise)
 
 
 @dataclass(frozen=True)

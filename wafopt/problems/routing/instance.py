@@ -14,6 +14,7 @@ from wafopt.hardware.mesh import Die, Mesh
 from wafopt.problems.tatp.instance import layer_volumes
 
 OBJECTIVE = "peak directed-link load / bandwidth (s per iteration, or instance units)"
+SCENARIO_UNIT = "s"   # of the objective of a kernel derived from a scenario (free otherwise)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from wafopt.core.errors import InstanceError
 from wafopt.hardware.mesh import Mesh
 
 OBJECTIVE = "sum of ring costs (hops)"
+UNIT = "hops"   # of the objective, in result lines
 
 
 @dataclass(frozen=True)
