@@ -190,6 +190,36 @@ def test_brute_force_over_splits_and_micro_batch_sizes_agrees_on_a_2x4_wafer():
     check_against_brute_force(splits_scenario(2, 4), splits=True)
 
 
+def test_schedule_bound_is_the_least_worst_inequality_over_every_split():
+    """The DP + bisection of schedule_bound against enumerating every split of a layout: the
+    least over splits of max_k (g_k, h_k) with the split's own first-stage optimizer step."""
+    from wafopt.costmodel.scenario import Parallel
+    from wafopt.planner.full_bound import schedule_bound
+    from wafopt.planner.layout_data import at_split, forward_counts, layout_data, least_path
+
+    data = copy.deepcopy(SPLITS)
+    data["model"]["layers"] = 7
+    data["wafer"]["dram_gb"] = 1.0
+    scenario = parse_instance(dict(data, parallel={"tp": 2, "pp": 3})).instance
+    d = layout_data(scenario, Choice(Parallel(2, 3, 1), micro_batch=1))
+    T = (d.Fc + d.Bc).min(axis=1)
+    total = least_path(d, [T] * 3)[0]
+    n = forward_counts(3, d.m)
+    values = []
+    for split in compositions(7, 3):
+        idx, at = [], 0
+        for (starts, cls, _), k in zip(d.arcs, split):
+            idx.append(int(cls[int(np.nonzero(starts == at)[0][0]), at + k]))
+            at += k
+        s = at_split(d, split)
+        t, f, b = T[idx], s.Fc.min(axis=1), s.Bc.min(axis=1)
+        g = np.concatenate([[0.0], np.cumsum(t)[:-1]]) + d.m * t + d.class_optimizer[idx[0]]
+        h = d.optimizer + total + (d.m - 1) * b + (n - 1) * f
+        values.append(max(g.max(), h.max()))
+    assert min(values) > 0
+    assert close(schedule_bound(d), min(values)) and schedule_bound(d) <= min(values)
+
+
 def test_infeasible_layouts_are_proven_and_never_composed():
     result = solve(tiny())
     rows = result.solution.stats["candidates"]

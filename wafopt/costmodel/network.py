@@ -102,6 +102,21 @@ def network_of(scenario, routes: dict) -> Network:
     return Network(system.mesh(), routes, system.efficiency)
 
 
+def least_collective_s(step: CommStep, wafer) -> float:
+    """The least time a wafer collective can be on the critical path, on any placement: each ring
+    step one hop, no contention (kappa 1), less the compute it runs under; `CommCosting.collective`
+    is never below it (a lower bound for the planner)."""
+    c = step.collective
+    bandwidth = wafer.link_bandwidth * wafer.efficiency.intra
+    return max(0.0, c.steps * wafer.link_latency + c.flow_bytes / bandwidth - step.hidden_s)
+
+
+def least_blocks_comm_s(blocks, wafer) -> float:
+    """`least_collective_s` summed over a stage's (steps, repeat) blocks."""
+    return sum(count * least_collective_s(step, wafer) for steps, count in blocks
+               for step in steps if isinstance(step, CommStep))
+
+
 class CommCosting:
     """Durations of communication phases on the network's links, with its contention."""
 

@@ -10,13 +10,14 @@ operator's other rounds; Megatron's collectives are on the critical path).
 from __future__ import annotations
 
 from wafopt.costmodel.model import LayoutWorkload, build_workload
+from wafopt.costmodel.network import least_collective_s
 from wafopt.costmodel.operators import (
     SELECTIVE_UNITS,
     Collective,
     LayerTable,
     Roofline,
 )
-from wafopt.costmodel.stage import FULL, recompute_row
+from wafopt.costmodel.stage import FULL, CommStep, recompute_row
 from wafopt.costmodel.training import Training
 from wafopt.hardware.catalog import LLM, Wafer
 
@@ -24,8 +25,7 @@ from wafopt.hardware.catalog import LLM, Wafer
 def _ideal_comm_s(c: Collective, hidden_s: float, wafer: Wafer) -> float:
     """A collective on a ring of 1-hop steps with no contention (WATOS Eq. 1 per step), less the
     compute it runs under: the part on the critical path."""
-    bandwidth = wafer.link_bandwidth * wafer.efficiency.intra
-    return max(0.0, c.steps * wafer.link_latency + c.flow_bytes / bandwidth - hidden_s)
+    return least_collective_s(CommStep(c, hidden_s), wafer)
 
 
 def _operator_rows(table: LayerTable, wafer: Wafer, policy: str) -> list[dict]:

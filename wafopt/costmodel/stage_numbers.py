@@ -1,5 +1,6 @@
-"""The cost model's numbers of one pipeline stage as the planner's bounds need them: compute,
-memory and recomputation per stage role and layer range, whatever the rest of the split.
+"""The cost model's numbers of one pipeline stage as the planner's bounds need them: compute (with
+the least time its tensor-parallel collectives take on any placement), memory and recomputation
+per stage role and layer range, whatever the rest of the split.
 
 Built on `Scenario.stage_workload` (the stage exactly as `build_workload` prices it in any split) and the
 operator tables (`build_layer`, `Roofline`), so a bound assembles no stage costs of its own.
@@ -12,6 +13,7 @@ import math
 from functools import lru_cache
 from typing import NamedTuple
 
+from wafopt.costmodel.network import least_blocks_comm_s
 from wafopt.costmodel.operators import Roofline, build_layer
 from wafopt.costmodel.scenario import Choice, Parallel
 
@@ -21,8 +23,8 @@ ROLE_STAGE = {"only": (1, 0), "first": (2, 0), "middle": (3, 1), "last": (2, 1)}
 
 class StageNumbers(NamedTuple):
     """Per die and micro-batch, of one stage under one tensor-parallel scheme."""
-    forward_s: float          # forward compute
-    backward_s: float         # backward compute
+    forward_s: float          # forward compute + the least time of its collectives
+    backward_s: float         # backward compute + the least time of its collectives
     fixed_bytes: float        # state + gradients of one operator + buffers: never offloaded
     kept_bytes: float         # activations of one micro-batch without recomputation
     unit_bytes: list          # per unit: bytes per layer recomputation frees (0: cannot be dropped)
@@ -87,8 +89,12 @@ def _stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme, sp) ->
     every = n * sum(r)
     if every > 0 and st.full_recompute_s < every:   # full recomputation is the cheaper way
         r = [v * st.full_recompute_s / every for v in r]
-    return StageNumbers(st.fwd_s, st.bwd_s, st.state_bytes + st.transient_bytes(None), st.kept_bytes(None), ub, r,
-                        st.optimizer_s)
+    wafer = scenario.wafer
+    fwd_comm = least_blocks_comm_s(st.forward, wafer)
+    # after full recomputation the backward skips the SP re-gathers: the lesser of the two
+    bwd_comm = min(least_blocks_comm_s(st.backward, wafer), least_blocks_comm_s(st.backward_after_full, wafer))
+    return StageNumbers(st.fwd_s + fwd_comm, st.bwd_s + bwd_comm, st.state_bytes + st.transient_bytes(None),
+                        st.kept_bytes(None), ub, r, st.optimizer_s)
 
 
 def stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str, first: int, n: int,

@@ -7,8 +7,9 @@ optimizer step; a forward task lasts at least its compute, a backward task at le
 (recomputation, communication and exposed offloading are never negative), sends take no less
 than nothing, and the longest path grows with every duration. A plan may choose its layer split
 and, where the scenario allows several, its micro-batch size, so the floor is the least over
-them of the schedule bound of the layout bound (its quick tier, wafopt.planner.quick_bound, and
-its Lagrangian without memory, mu = 0, at the split that makes it least, wafopt.planner.full_bound).
+them of the schedule bound of the layout bound (its quick tier, wafopt.planner.quick_bound, its
+Lagrangian without memory, mu = 0, at the split that makes it least, and the split's worst
+inequality, wafopt.planner.full_bound).
 Re-derived from the scenario alone; the certificate has no data.
 
 planner-layouts: the joint planner's bound. The certificate lists every choice of the space
@@ -25,7 +26,7 @@ from wafopt.core.errors import CertificateError, InstanceError
 from wafopt.core.numeric import at_most
 from wafopt.core.result import CERTIFICATE, Bound
 from wafopt.costmodel.scenario import Choice, Scenario
-from wafopt.planner.full_bound import cheap_weights, lagrangian, layout_bound
+from wafopt.planner.full_bound import cheap_weights, lagrangian, layout_bound, schedule_bound
 from wafopt.planner.layout_data import LayoutBound, layout_data
 from wafopt.planner.quick_bound import quick_bound
 from wafopt.planner.space import choice_key, layout_choices
@@ -48,7 +49,8 @@ def compute_floor_value(scenario) -> float | None:
             continue
         if isinstance(d, str):
             continue
-        value = max([quick_bound(scenario, choice).value] + [lagrangian(d, w, 0.0) for w in cheap_weights(d)])
+        value = max([quick_bound(scenario, choice).value, schedule_bound(d)]
+                    + [lagrangian(d, w, 0.0) for w in cheap_weights(d)])
         least = value if least is None else min(least, value)
     return least
 

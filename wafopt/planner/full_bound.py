@@ -15,7 +15,8 @@ recomputation, offloading and routes:
    weights w >= 0 on these 2p inequalities (sum 1), the iteration is at least their weighted sum,
    O + sum_j (alphaF_j F_j + alphaB_j B_j).
 2. Task times. F_j >= Fc_js and B_j >= Bc_js + sum_u r_jsu x_ju for the stage's scheme s: the
-   forward and backward compute (communication left out: it is never negative) and the compute of
+   forward and backward compute plus the least time of their collectives on any placement
+   (wafopt.costmodel.network.least_collective_s) and the compute of
    regenerating the x_ju layers of unit u it recomputes. Full recomputation counts as recomputing
    every unit in every layer, its per-unit times scaled down when it is the cheaper way.
 3. Memory. Offloading moves bytes between dies, so the dies of the stages together fit the pooled
@@ -34,6 +35,10 @@ recomputation, offloading and routes:
    (w, mu) by a cheap rule for every layout (cheap_weights, best_mu) and by Kelley's cutting planes
    (lp_bound) on this concave function where the bound matters; the certificate stores (w, mu) and `wafopt certify`
    recomputes the least LB(w, mu) from the scenario alone.
+
+6. The split's worst inequality (schedule_bound): the least over splits of max_k (g_k, h_k),
+   stages at their least compute over the schemes without recomputation, O the split's own first
+   stage's optimizer step; it binds where memory does not and no fixed weighting is tight.
 
 Infeasible (layout_data): under every split, some stage's state exceeds a die's DRAM under every
 scheme, or even full recomputation does not fit the pooled DRAM, or the workload cannot be built.
@@ -160,6 +165,53 @@ def cheap_weights(d: LayoutData) -> list[np.ndarray]:
     return out
 
 
+def _fits_below(d: LayoutData, least: tuple, tau: float) -> bool:
+    """Whether some split meets, on every stage k, O_0 + g_k = O_0 + sum_{j<k} T_j + m T_k <= tau
+    and O + h_k >= O + S + (m - 1) B_k + (n_k - 1) F_k <= tau (O_0: the optimizer step of the
+    split's first stage, which follows the pipeline's last task; O the least one, S the least
+    total of the stage times over all splits). A DP over the stages keeps, per layer boundary,
+    the least O_0 plus the stages before it (less only makes the later inequalities easier)."""
+    T, F, B, total = least
+    L, m = d.layers, d.m
+    counts = forward_counts(d.layout.pp, m)
+    prefix = np.full(L + 1, np.inf)
+    prefix[0] = 0.0
+    for j, (starts, cls, _) in enumerate(d.arcs):
+        drained = np.append(d.optimizer + total + (m - 1) * B + (counts[j] - 1) * F <= tau, False)[cls]
+        t = np.append(T, np.inf)[cls]                                   # (starts, L + 1)
+        before = prefix[starts][:, None]
+        if j == 0:
+            before = before + np.append(d.class_optimizer, np.inf)[cls]
+        cand = np.where(drained & (before + m * t <= tau), before + t, np.inf)
+        prefix = cand.min(axis=0)
+    return bool(np.isfinite(prefix[L]))
+
+
+def schedule_bound(d: LayoutData) -> float:
+    """The least over splits of max_k (g_k, h_k) plus the optimizer step, every stage at its least
+    compute and collectives over the schemes (module docstring, step 1, without the Lagrangian:
+    recomputation only adds time; h_k with the least total over splits). The Lagrangian weighs the inequalities
+    before choosing the split; this takes the split's worst one after, which is what binds when
+    memory does not. Bisection on the threshold: the bound is the largest threshold no split
+    meets, lowered by its rounding margin."""
+    F, B = d.Fc.min(axis=1), d.Bc.min(axis=1)
+    T = (d.Fc + d.Bc).min(axis=1)
+    total = least_path(d, [T] * d.layout.pp)[0]
+    if not np.isfinite(total):
+        return 0.0
+    least = (T, F, B, total)
+    lo, hi = 0.0, float(d.m * (total + T.max()) + d.class_optimizer.max())   # every split meets it
+    if not _fits_below(d, least, hi):
+        return 0.0
+    while hi - lo > 1e-12 * hi:
+        mid = (lo + hi) / 2
+        if _fits_below(d, least, mid):
+            hi = mid
+        else:
+            lo = mid
+    return float(lo - SAFETY * hi)
+
+
 def layout_bound(scenario: Scenario, choice: Choice) -> LayoutBound:
     """The full certified bound of a choice (lp_bound.refine tightens it with the LP's weights)."""
     d = layout_data(scenario, choice)
@@ -170,5 +222,5 @@ def layout_bound(scenario: Scenario, choice: Choice) -> LayoutBound:
         value, mu = best_mu(d, w)
         if best is None or value > best[0]:
             best = (value, w, mu)
-    quick = quick_bound(scenario, choice).value
-    return LayoutBound(choice, max(best[0], quick), "", [float(v) for v in best[1]], best[2], False, d)
+    floor = max(quick_bound(scenario, choice).value, schedule_bound(d))
+    return LayoutBound(choice, max(best[0], floor), "", [float(v) for v in best[1]], best[2], False, d)

@@ -57,6 +57,7 @@ class LayoutData:
     arcs: list            # per stage: (starts, cls, the classes it uses)
     layers: int
     balanced: list        # the split minimising the busiest stage's compute (ties: the first found)
+    class_optimizer: np.ndarray | None = None   # (C,) optimizer step of a class (least over schemes)
 
 
 @dataclass
@@ -178,7 +179,9 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     optimizer = min(v.optimizer_s for key, c in classes.items() if key[0] in ("first", "only") for v in rows[c])
     copies = par.tp * par.dp
     cap = healthy * capacity * (1 + MEMORY_SLACK)
-    d = LayoutData(par, schemes, m, copies, cap, optimizer, Fc, Bc, fixed, kept, ub, r, n, inflight, arcs, L, [])
+    class_optimizer = np.array([min(v.optimizer_s for v in row) for row in rows])
+    d = LayoutData(par, schemes, m, copies, cap, optimizer, Fc, Bc, fixed, kept, ub, r, n, inflight, arcs, L, [],
+                   class_optimizer)
     die = capacity * (1 + MEMORY_SLACK)
     fits = fixed.min(axis=1) <= die
     if not np.isfinite(least_path(d, [np.where(fits, 0.0, np.inf)] * p)[0]):
