@@ -190,12 +190,31 @@ def test_brute_force_over_splits_and_micro_batch_sizes_agrees_on_a_2x4_wafer():
     check_against_brute_force(splits_scenario(2, 4), splits=True)
 
 
+def test_brute_force_agrees_on_an_interleaved_scenario():
+    """parallel: {interleave: 2, tp: 2} leaves pp and dp to the planner: only layouts that split the
+    layers into pp x 2 equal chunks and the micro-batches into groups of pp; the bound (the
+    interleaved schedule's, with its in-flight chunks) stays below every plan."""
+    data = copy.deepcopy(TINY)
+    data["training"]["global_batch"] = 8
+    data["wafer"]["dram_gb"] = 1.0
+    data["parallel"] = {"interleave": 2, "tp": 2}
+    loaded = parse_instance(data)
+    assert {(c.parallel.pp, c.parallel.interleave) for c in layout_choices(loaded.instance)} == {(2, 2)}
+    result = check_against_brute_force(loaded)
+    assert result.solution.plan.get("interleave") == 2
+
+
 def test_schedule_bound_is_the_least_worst_inequality_over_every_split():
     """The DP + bisection of schedule_bound against enumerating every split of a layout: the
     least over splits of max_k (g_k, h_k) with the split's own first-stage optimizer step."""
     from wafopt.costmodel.scenario import Parallel
     from wafopt.planner.full_bound import schedule_bound
-    from wafopt.planner.layout_data import at_split, forward_counts, layout_data, least_path
+    from wafopt.planner.layout_data import (
+        at_split,
+        forward_counts,
+        layout_data,
+        least_path,
+    )
 
     data = copy.deepcopy(SPLITS)
     data["model"]["layers"] = 7

@@ -47,11 +47,11 @@ class PlanLayout:
         return self.choice.schemes
 
 
-def read_plan(plan: dict) -> PlanLayout:
-    """Structure of the plan; PlanError if it cannot be read."""
+def read_plan(plan: dict, interleave: int = 1) -> PlanLayout:
+    """Structure of the plan (`interleave`: its default, the scenario's); PlanError if it cannot be read."""
     if not isinstance(plan, dict):
         raise PlanError(f"a plan is a mapping, got {type(plan).__name__}")
-    par = Parallel(_int(plan, "tp"), _int(plan, "pp"), _int(plan, "dp", 1), _int(plan, "interleave", 1))
+    par = Parallel(_int(plan, "tp"), _int(plan, "pp"), _int(plan, "dp", 1), _int(plan, "interleave", interleave))
     pipelines = plan.get("pipelines")
     if not isinstance(pipelines, list) or len(pipelines) != par.dp:
         raise PlanError(f"pipelines must be a list of dp = {par.dp} pipelines")
@@ -123,7 +123,7 @@ class Prepared:
 def prepare(scenario: Scenario, plan: dict) -> Prepared:
     """Read the plan, build its workload and check placement and recompute rows."""
     mesh = scenario.mesh()
-    layout = read_plan(plan)
+    layout = read_plan(plan, scenario.fixed.interleave or 1)
     par, picked = layout.par, layout.choice
     violations: list[str] = []
     if scenario.parallel is not None and scenario.parallel != par:
@@ -156,6 +156,9 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
     if picked.layers is not None and sum(picked.layers) != scenario.llm.layers:
         wrong.append(f"layers {list(picked.layers)} sum to {sum(picked.layers)}, the model has "
                       f"{scenario.llm.layers}")
+    elif picked.layers is not None and par.interleave > 1 and len(set(picked.layers)) > 1:
+        wrong.append(f"layers {list(picked.layers)}: interleave {par.interleave} runs equal model chunks, "
+                     "so every stage holds the same number of layers")
     if wrong:
         return Prepared(layout, None, None, {}, violations + wrong)
     try:

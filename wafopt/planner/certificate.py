@@ -26,7 +26,12 @@ from wafopt.core.errors import CertificateError, InstanceError
 from wafopt.core.numeric import at_most
 from wafopt.core.result import CERTIFICATE, Bound
 from wafopt.costmodel.scenario import Choice, Scenario
-from wafopt.planner.full_bound import cheap_weights, lagrangian, layout_bound, schedule_bound
+from wafopt.planner.full_bound import (
+    cheap_weights,
+    lagrangian,
+    layout_bound,
+    schedule_bound,
+)
 from wafopt.planner.layout_data import LayoutBound, layout_data
 from wafopt.planner.quick_bound import quick_bound
 from wafopt.planner.space import choice_key, layout_choices

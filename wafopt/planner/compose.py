@@ -356,6 +356,8 @@ def compose_layout(scenario: Scenario, choice: Choice, options: SolveOptions) ->
     if split is not None:
         extra["layers"] = list(split)
         out.notes.append(f"layers {'/'.join(map(str, split))}")
+    if par.interleave > 1:   # the scenario's, said in the plan too
+        extra["interleave"] = par.interleave
 
     def consider(plan: dict, how: str, objective: float | None = None) -> None:
         plan = dict(extra, **plan)   # a plan's own `layers` (the even-split baselines) stays

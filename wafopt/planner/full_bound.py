@@ -39,6 +39,9 @@ recomputation, offloading and routes:
 6. The split's worst inequality (schedule_bound): the least over splits of max_k (g_k, h_k),
    stages at their least compute over the schemes without recomputation, O the split's own first
    stage's optimizer step; it binds where memory does not and no fixed weighting is tight.
+7. Interleaved 1F1B (v model chunks per stage, equal stages): the proven bound of
+   wafopt.costmodel.schedule.interleaved_lower_bound, g_k = sum_{j<k} T_j / v + m T_k + O, takes
+   the place of step 1 (no h_k); stages hold their interleaved in-flight micro-batches in step 3.
 
 Infeasible (layout_data): under every split, some stage's state exceeds a die's DRAM under every
 scheme, or even full recomputation does not fit the pooled DRAM, or the workload cannot be built.
@@ -63,10 +66,14 @@ from wafopt.planner.quick_bound import quick_bound
 MU_STEPS = 30        # golden-section steps of the multiplier search (0.618^30: 6e-7 of its range)
 
 
-def coefficients(w: np.ndarray, p: int, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """(alphaF, alphaB): the weight of each stage's F_j and B_j in sum_k wg_k g_k + wh_k h_k."""
+def coefficients(w: np.ndarray, p: int, m: int, v: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(alphaF, alphaB): the weight of each stage's F_j and B_j in sum_k wg_k g_k + wh_k h_k.
+    Interleaved (v > 1): g_k = sum_{j<k} T_j / v + m T_k (step 7) and no h_k (their weights count
+    nothing, a valid bound since every inequality's right-hand side is nonnegative)."""
     wg, wh = w[:p], w[p:]
-    G = m * wg + np.concatenate([np.cumsum(wg[::-1])[::-1][1:], [0.0]])   # m wg_j + sum_{k>j} wg_k
+    G = m * wg + np.concatenate([np.cumsum(wg[::-1])[::-1][1:], [0.0]]) / v   # m wg_j + sum_{k>j} wg_k / v
+    if v > 1:
+        return G, G
     Wh = wh.sum()
     return G + Wh + (forward_counts(p, m) - 1) * wh, G + Wh + (m - 1) * wh
 
@@ -83,7 +90,7 @@ def normalized_weights(d: LayoutData, w) -> np.ndarray:
 def arc_terms(d: LayoutData, w: np.ndarray, mu: float) -> tuple[np.ndarray, float]:
     """The (p, C) term of LB (module docstring, step 4) of every class on every stage, and a bound
     on the terms' magnitude along any split."""
-    aF, aB = coefficients(w, d.layout.pp, d.m)
+    aF, aB = coefficients(w, d.layout.pp, d.m, d.layout.interleave)
     inf = d.inflight[:, None, None]
     gain = np.minimum(0.0, aB[:, None, None, None] * d.r[None] - mu * d.copies * inf[..., None] * d.ub[None])
     gain = gain.sum(axis=3)                                                    # (p, C, S)
@@ -118,7 +125,7 @@ def mu_high(d: LayoutData, aB) -> float:
 def best_mu(d: LayoutData, w) -> tuple[float, float]:
     """(LB, mu) with mu maximizing LB(w, .) (concave: a least over splits of concave functions) by
     golden-section search."""
-    _, aB = coefficients(normalized_weights(d, w), d.layout.pp, d.m)
+    _, aB = coefficients(normalized_weights(d, w), d.layout.pp, d.m, d.layout.interleave)
     hi = mu_high(d, aB) * 1.01
     lo = 0.0
     best = (lagrangian(d, w, 0.0), 0.0)
@@ -145,20 +152,22 @@ def best_mu(d: LayoutData, w) -> tuple[float, float]:
 def cheap_weights(d: LayoutData) -> list[np.ndarray]:
     """Weights tried for every layout, from the balanced split: the inequality g_k or h_k that is
     largest without recomputation, h of the last stage, and weights on every h_k that make a
-    layer cost the same on every stage (so that no split escapes them)."""
-    p, m = d.layout.pp, d.m
+    layer cost the same on every stage (so that no split escapes them). Interleaved: the largest
+    g_k and the last stage's (the split is fixed, so nothing escapes)."""
+    p, m, v = d.layout.pp, d.m, d.layout.interleave
     s = at_split(d, d.balanced)
     F, B = s.Fc.min(axis=1), s.Bc.min(axis=1)
     T = F + B
     prefix = np.concatenate([[0.0], np.cumsum(T)[:-1]])
-    g = prefix + m * T
+    g = prefix / v + m * T
     h = T.sum() - T + m * B + forward_counts(p, m) * F
     out = []
-    for k in dict.fromkeys([int(np.argmax(np.concatenate([g, h]))), 2 * p - 1]):
+    largest = int(np.argmax(g)) if v > 1 else int(np.argmax(np.concatenate([g, h])))
+    for k in dict.fromkeys([largest, p - 1 if v > 1 else 2 * p - 1]):
         w = np.zeros(2 * p)
         w[k] = 1.0
         out.append(w)
-    if p > 1:   # h_k grows by slope_k per layer of stage k: weights 1 / slope_k level them
+    if p > 1 and v == 1:   # h_k grows by slope_k per layer of stage k: weights 1 / slope_k level them
         slope = ((m - 1) * B + (forward_counts(p, m) - 1) * F) / s.L
         w = np.concatenate([np.zeros(p), 1.0 / np.maximum(slope, 1e-300)])
         out.append(w / w.sum())
@@ -172,17 +181,18 @@ def _fits_below(d: LayoutData, least: tuple, tau: float) -> bool:
     total of the stage times over all splits). A DP over the stages keeps, per layer boundary,
     the least O_0 plus the stages before it (less only makes the later inequalities easier)."""
     T, F, B, total = least
-    L, m = d.layers, d.m
+    L, m, v = d.layers, d.m, d.layout.interleave
     counts = forward_counts(d.layout.pp, m)
-    prefix = np.full(L + 1, np.inf)
+    prefix = np.full(L + 1, np.inf)   # O_0 + sum_{j<k} T_j / v (interleaved: step 7, no h_k)
     prefix[0] = 0.0
     for j, (starts, cls, _) in enumerate(d.arcs):
-        drained = np.append(d.optimizer + total + (m - 1) * B + (counts[j] - 1) * F <= tau, False)[cls]
+        drains = d.optimizer + total + (m - 1) * B + (counts[j] - 1) * F <= tau
+        drained = np.append(drains | (v > 1), False)[cls]
         t = np.append(T, np.inf)[cls]                                   # (starts, L + 1)
         before = prefix[starts][:, None]
         if j == 0:
             before = before + np.append(d.class_optimizer, np.inf)[cls]
-        cand = np.where(drained & (before + m * t <= tau), before + t, np.inf)
+        cand = np.where(drained & (before + m * t <= tau), before + t / v, np.inf)
         prefix = cand.min(axis=0)
     return bool(np.isfinite(prefix[L]))
 

@@ -43,7 +43,8 @@ class Plans:
 
     def fs(self, plan: dict):
         """The plan's layout, micro-batch size and layer split as the kernels' scenario."""
-        choice = Choice(Parallel(plan["tp"], plan["pp"], plan["dp"]), micro_batch=plan.get("micro_batch"),
+        v = plan.get("interleave", self.scenario.fixed.interleave or 1)
+        choice = Choice(Parallel(plan["tp"], plan["pp"], plan["dp"], v), micro_batch=plan.get("micro_batch"),
                         layers=plan.get("layers") or None)
         if choice not in self.fixed:
             self.fixed[choice] = fixed_scenario(self.scenario, choice)
@@ -119,7 +120,7 @@ def op2_recompute_crossover(plans: Plans, a: dict, b: dict, rng) -> dict | None:
 def op6_move_layer(plans: Plans, plan: dict, rng) -> dict | None:
     """Op6: one layer moves from a stage to a neighbouring stage."""
     p = plan["pp"]
-    if p < 2:
+    if p < 2 or (plans.scenario.fixed.interleave or 1) > 1:   # interleaved stages stay equal
         return None
     layers = list(plan.get("layers") or [s.layers for s in plans.fs(plan).workload().stages])
     i = int(rng.integers(p))

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from wafopt.core.errors import InstanceError
+from wafopt.costmodel.model import inflight_microbatches
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 from wafopt.costmodel.stage_numbers import (
     kind_prefix,
@@ -150,12 +151,17 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     classes: dict[tuple, int] = {}
     rows: list[list] = []
     arcs = []
+    v = par.interleave
     for j in range(p):
         role = stage_role(j, p)
-        starts = [0] if j == 0 else list(range(j, L - (p - j) + 1))
+        if v > 1:   # interleaved: equal stages only (wafopt.costmodel.rules)
+            starts = [j * L // p]
+        else:
+            starts = [0] if j == 0 else list(range(j, L - (p - j) + 1))
         cls = np.full((len(starts), L + 1), -1)
         for k, a in enumerate(starts):
-            for b in ([L] if j == p - 1 else range(a + 1, L - (p - 1 - j) + 1)):
+            ends = [(j + 1) * L // p] if v > 1 else [L] if j == p - 1 else range(a + 1, L - (p - 1 - j) + 1)
+            for b in ends:
                 key = (role, b - a, moe[b] - moe[a])
                 if key not in classes:
                     try:
@@ -175,7 +181,7 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     ub = np.array([[v.unit_bytes for v in row] for row in rows])
     r = np.array([[v.unit_seconds for v in row] for row in rows])
     n = np.array([float(k[1]) for k in classes])
-    inflight = np.array([min(p - j, m) for j in range(p)], dtype=float)
+    inflight = np.array([inflight_microbatches(p, j, m, v) for j in range(p)], dtype=float)
     optimizer = min(v.optimizer_s for key, c in classes.items() if key[0] in ("first", "only") for v in rows[c])
     copies = par.tp * par.dp
     cap = healthy * capacity * (1 + MEMORY_SLACK)

@@ -27,7 +27,8 @@ def supergradient(d: LayoutData, w: np.ndarray, mu: float, split: list[int]) -> 
     inequalities' right-hand sides (g_k, h_k with O) and the pooled memory's excess over H * C.
     LB(w, mu) = w . G + mu * excess there, a supergradient of the concave LB (Kelley's cuts)."""
     p, m = d.layout.pp, d.m
-    aF, aB = coefficients(w, p, m)
+    v = d.layout.interleave
+    aF, aB = coefficients(w, p, m, v)
     s = at_split(d, split)
     F, B, M = np.zeros(p), np.zeros(p), 0.0
     for j in range(p):
@@ -39,8 +40,8 @@ def supergradient(d: LayoutData, w: np.ndarray, mu: float, split: list[int]) -> 
         B[j] = s.Bc[j, k] + s.L[j] * (s.r[j, k] * drop[k]).sum()
         M += s.M0[j, k] - s.L[j] * (s.a[j, k] * drop[k]).sum()
     T = F + B
-    g = d.optimizer + np.concatenate([[0.0], np.cumsum(T)[:-1]]) + m * T
-    h = d.optimizer + T.sum() - T + m * B + forward_counts(p, m) * F
+    g = d.optimizer + np.concatenate([[0.0], np.cumsum(T)[:-1]]) / v + m * T
+    h = (d.optimizer + T.sum() - T + m * B + forward_counts(p, m) * F) if v == 1 else np.zeros(p)
     return np.concatenate([g, h]), d.copies * M - d.cap
 
 

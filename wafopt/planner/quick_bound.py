@@ -3,6 +3,7 @@
 The schedule bound (full_bound, step 1) with h_k of every stage, each stage's task times at least
 its layers' compute (step 2 without recomputation, embedding and LM head), at the split that
 makes the largest h_k least; infeasible only when the choice cannot hold the model state at all.
+Interleaved 1F1B has no h_k: its equal stages give m (layers / pp) (f + b) (full_bound, step 7).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def quick_bound(scenario: Scenario, choice: Choice) -> LayoutBound:
     tr = scenario.training_for(Choice(micro_batch=size))
     f, b = layer_compute(scenario, par.tp, size)
     m, p = tr.global_batch // (tr.micro_batch * par.dp), par.pp
+    if par.interleave > 1:   # equal stages, g_k of the last one: m T_{p-1} >= m L / p (f + b)
+        return LayoutBound(choice, m * scenario.llm.layers / p * (f + b) * (1 - SAFETY), tier="quick")
     # h_k = (every layer's compute) + n_k ((m - 1) b + (c_k - 1) f): only stage k's layers vary
     slopes = [(m - 1) * b + (c - 1) * f for c in forward_counts(p, m)]
     n = quick_split(scenario.llm.layers, slopes)

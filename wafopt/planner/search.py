@@ -159,9 +159,6 @@ class LayoutSearch:
 def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True) -> MethodResult:
     """The method `plan` (see the module docstring); `improve_globally=False` leaves out the GA
     phase (the ablation's +M step)."""
-    if scenario.fixed.interleave not in (None, 1):
-        return MethodResult(None, "unknown", message="the planner searches plain 1F1B; a scenario that fixes "
-                            "parallel.interleave > 1 is for the Megatron baselines (--method megatron)")
     budget = options.search_seconds(DEFAULT_BUDGET_S)
     run = options.sub(budget)
     bounds = space_bounds(scenario, run.stopped)

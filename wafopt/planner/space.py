@@ -2,7 +2,9 @@
 
 A layout is in the space when tp is legal for the model and the wafer (wafopt.costmodel.rules),
 tp * pp * dp <= healthy dies, pp <= layers and dp divides global_batch / b for the micro-batch
-size b, restricted to what the scenario's `parallel:` fixes.
+size b, restricted to what the scenario's `parallel:` fixes. A scenario that fixes `interleave: v`
+runs interleaved 1F1B in every layout: pp must then split the layers into pp * v equal chunks and
+the micro-batches of a pipeline into groups of pp (the interleave rule of wafopt.costmodel.rules).
 Every plan the evaluator accepts has one of these choices; each stage may use either
 tensor-parallel scheme, and the plan chooses its contiguous layer split.
 
@@ -12,6 +14,7 @@ size either, as in the planner-layouts certificate).
 
 from __future__ import annotations
 
+from wafopt.costmodel.rules import interleave_violation
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 
 
@@ -24,6 +27,7 @@ def _layouts(scenario: Scenario, micro_batch: int) -> list[Parallel]:
     fixed = scenario.fixed
     sequences = scenario.training.global_batch // micro_batch
     dps = [fixed.dp] if fixed.dp else [d for d in _divisors(sequences) if d <= healthy]
+    v = fixed.interleave or 1
     out = []
     tps = [t for t in range(1, healthy + 1) if scenario.tp_schemes(t)]
     for tp in ([fixed.tp] if fixed.tp else tps):
@@ -34,8 +38,8 @@ def _layouts(scenario: Scenario, micro_batch: int) -> list[Parallel]:
                 continue
             top = min(scenario.llm.layers, healthy // (tp * dp))
             for pp in ([fixed.pp] if fixed.pp else range(1, top + 1)):
-                if 1 <= pp <= top:
-                    out.append(Parallel(tp, pp, dp))
+                if 1 <= pp <= top and not interleave_violation(scenario.llm, pp, v, sequences // dp):
+                    out.append(Parallel(tp, pp, dp, v))
     return sorted(out, key=lambda p: (p.tp, p.pp, p.dp))
 
 

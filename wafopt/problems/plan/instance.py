@@ -32,9 +32,7 @@ def check_rules(llm, wafer, training, fixed: Fixed, where: str) -> None:
         why = tp_violation(llm, fixed.tp, wafer.parallel_rules, fixed.tp_scheme or "megatron")
         if why:
             raise InstanceError(why, f"{where}.tp")
-    if fixed.interleave not in (None, 1):
-        if fixed.pp is None:
-            raise InstanceError("interleave needs pp fixed too", f"{where}.interleave")
+    if fixed.interleave not in (None, 1) and fixed.pp is not None:   # else the planner picks a pp that can
         counts = {training.global_batch // (b * fixed.dp) for b in training.micro_batches
                   if fixed.dp is not None and training.global_batch % (b * fixed.dp) == 0}
         why = interleave_violation(llm, fixed.pp, fixed.interleave, min(counts) if len(counts) == 1 else None)

@@ -13,6 +13,7 @@ in scenario-derived ones).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,10 +121,14 @@ def from_scenario(scenario, placement: dict | None = None) -> RecomputeInstance:
     work = scenario.workload(Choice(schemes=placement.get("tp_scheme")))
     rows = evaluate(scenario, placement).details["stages"]
     # a unit's time: its regeneration with the collectives it repeats, on the slowest stage
-    units = tuple(Unit(u.name, float(round(u.bytes)), round(max(r["recompute_unit_s"][j] for r in rows), 9))
+    # interleaved 1F1B holds whole chunks in flight (1/v of a stage each): the kernel counts chunks,
+    # each unit's bytes / v rounded up, so its memory is never below the evaluator's
+    v = work.interleave
+    units = tuple(Unit(u.name, float(math.ceil(u.bytes / v) if v > 1 else round(u.bytes)),
+                       round(max(r["recompute_unit_s"][j] for r in rows), 9))
                   for j, u in enumerate(work.stages[0].units) if u.recomputable)
     cap = float(round(scenario.wafer.dram_capacity))
-    stages = tuple(Stage(s.layers, s.inflight, float(round(s.full_recompute_bytes())), cap,
+    stages = tuple(Stage(s.layers, round(s.inflight * v), float(math.ceil(s.full_recompute_bytes())), cap,
                          round(r["compute_s"] + r["tp_comm_s"] + r["p2p_s"], 9))
                    for s, r in zip(work.stages, rows))
     return RecomputeInstance("pooled", work.microbatches, units, stages)
