@@ -4,9 +4,9 @@ wafopt.run.methods."""
 
 from __future__ import annotations
 
-from wafopt.models import mem_pair, placement
+from wafopt.models import mem_pair, placement, placement_qpb
 
 METHODS = {
-    "placement": {"glb": placement.glb},
+    "placement": {"glb": placement.glb, "pb": placement_qpb.pb, "qpb": placement_qpb.qpb},
     "mem_pair": {"lp": mem_pair.solve_lp},
 }

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from wafopt.models.placement_qpb import QPB_STEPS, qpb_search
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, tolerance
@@ -49,7 +50,14 @@ from wafopt.problems.placement.branch_bound import (
     root_bound,
 )
 from wafopt.problems.placement.instance import PlacementInstance
-from wafopt.solvers.backends import progress_bounds
+from wafopt.problems.placement.projected import (
+    MAX_SLOTS,
+    spectral,
+    stored_point,
+    tile_matrices,
+    trace_bound,
+)
+from wafopt.solvers.reported import expect_parts, report
 
 FRONTIER_LISTED = 100      # open nodes listed (with their bounds) in the certificate
 MAX_OPEN = 500_000         # open nodes kept best-first; beyond them the search goes depth-first
@@ -60,6 +68,7 @@ CANDIDATES = 2             # stages a node tries to branch on (strong branching)
 SPARSE = 0.25              # strong branching and lazy assignment problems only up to this share of
                            # stage pairs with flow (pipelines; on dense QAPs they cost more than they save)
 PROGRESS_EVERY_S = 1.0
+ROOT_QPB_SHARE = 0.1       # of the time limit, at most, for the root's convex quadratic programming bound
 
 
 @dataclass
@@ -217,11 +226,16 @@ class BranchAndBound:
                 return
 
     # --- one tile shape ------------------------------------------------------------------------
-    def search(self, space: TileSpace, deadline: float | None) -> TileSearch:
+    def search(self, space: TileSpace, deadline: float | None, closed: bool = False) -> TileSearch:
+        """The tree of one tile shape (closed: the root's QPB already reaches the incumbent, the
+        tree is the root alone)."""
         tree = TileSearch(space)
         total = space.C.sum(axis=1)
         tree.stages.append(())
         tree.slots.append(())
+        if closed:
+            tree.closed_least = root_bound(space)
+            return tree
         tree.levels[0] = [(root_bound(space), 0)]
         tree.queued = 1
         self.threshold = _prune_threshold(space, self.best.value)
@@ -377,9 +391,33 @@ class BranchAndBound:
         if now - self._last_progress < PROGRESS_EVERY_S:
             return
         self._last_progress = now
-        lay = space.layout
-        progress_bounds(self.options, f"bnb {lay.tile[0]}x{lay.tile[1]}", self.best.value, space.rounded(tree.least()),
-                        extra=f"{tree.expanded} nodes, {tree.pending()} open")
+        report(self.options, f"bnb {_name(space)}", self.best.value, space.rounded(tree.least()), _name(space),
+               extra=f"{tree.expanded} nodes, {tree.pending()} open")
+
+
+def root_qpb(space: TileSpace, options: SolveOptions, search: BranchAndBound) -> tuple | None:
+    """The convex quadratic programming bound of the whole tile shape, when it can pay for itself:
+    dense flows (on sparse pipelines the eigenvalue bounds are far below Gilmore-Lawler, which the
+    tree improves fast) and at most MAX_SLOTS slots; (bound, certificate entry, seconds) or None.
+    At most ROOT_QPB_SHARE of the time limit."""
+    n, m = space.n, space.m
+    if n < 3 or m > MAX_SLOTS or np.count_nonzero(space.C) <= SPARSE * n * (n - 1) or options.stopped():
+        return None
+    started = time.monotonic()
+    left = options.remaining()
+    deadline = None if left is None else started + ROOT_QPB_SHARE * left
+    A, B = tile_matrices(space.C, space.D)
+    _, point, spec, _ = qpb_search(A, B, None, spectral(A, B), QPB_STEPS, deadline, options.stopped)
+    entry = {"value": 0.0}
+    if point is not None:
+        entry = {"theta": spec.theta.tolist(), "point": stored_point(point)}
+        point = np.array(entry["point"]).reshape(A.shape)
+    value = trace_bound(A, B, None, spec, point) / 2
+    entry["value"] = float(value)
+    seconds = round(time.monotonic() - started, 3)
+    report(options, f"bnb {_name(space)} root", search.best.value, float(value), _name(space),
+           extra=f"qpb {float(value):.10g} vs Gilmore-Lawler {root_bound(space):.10g} ({seconds} s)")
+    return float(value), entry, seconds
 
 
 def _name(space: TileSpace) -> str:
@@ -392,6 +430,9 @@ def bnb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     spaces = [TileSpace(inst, lay) for lay in inst.layouts]
     search.warm_start(spaces)
     roots = [root_bound(space) for space in spaces]
+    expect_parts(options, {_name(space): root for space, root in zip(spaces, roots)})   # a tile's bound bounds its plans only
+    strong = [root_qpb(space, options, search) for space in spaces]
+    roots = [max(gl, s[0]) if s else gl for gl, s in zip(roots, strong)]
     order = sorted(range(len(spaces)), key=lambda k: roots[k])
     tiles, stats = {}, {}
     for position, k in enumerate(order):
@@ -401,11 +442,18 @@ def bnb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
             break
         left = options.remaining()
         deadline = None if left is None else time.monotonic() + left / (len(order) - position)
-        tree = search.search(space, deadline)
+        proven_at_root = bool(strong[k]) and roots[k] >= search.threshold
+        tree = search.search(space, deadline, closed=proven_at_root)
         tiles[name] = tree.certificate(search.threshold)
-        stats[name] = {"nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": tree.lap_solved,
+        if strong[k]:
+            tiles[name]["root"] = strong[k][1]
+            tiles[name]["bound"] = max(tiles[name]["bound"], roots[k])
+        stats[name] = {"root_bounds": {"gilmore-lawler": space.rounded(root_bound(space)),
+                                       **({"qpb": space.rounded(strong[k][0]), "qpb_s": strong[k][2]} if strong[k] else {}),
+                                       "used": "qpb" if strong[k] and strong[k][0] > root_bound(space) else "gilmore-lawler"},
+                       "nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": tree.lap_solved,
                        "open": tree.pending(), "root_bound": space.rounded(roots[k]),
-                       "bound": space.rounded(tree.least()), "proven": not tree.pending()}
+                       "bound": space.rounded(tiles[name]["bound"]), "proven": not tree.pending()}
     # a tile shape not searched (time ran out) keeps its root Gilmore-Lawler bound
     values = [space.rounded(tiles[name]["bound"] if name in tiles else root)
               for space, name, root in zip(spaces, (_name(s) for s in spaces), roots)]

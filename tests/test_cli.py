@@ -186,3 +186,28 @@ def test_readme_lists_every_method(at_root):
     for problem, module in PROBLEMS.items():
         row = f"| `{problem}` | {', '.join(f'`{m}`' for m in methods(problem))} |"
         assert row in readme, row
+
+
+def test_presets_list_every_preset_with_its_numbers_and_source(capsys):
+    from wafopt.hardware.catalog import llm_presets, wafer_presets
+    from wafopt.hardware.cluster import cluster_presets
+
+    assert main(["presets", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in found["models"]] == llm_presets()
+    assert [w["name"] for w in found["wafers"]] == wafer_presets()
+    assert [c["name"] for c in found["clusters"]] == cluster_presets()
+    gpt3 = next(m for m in found["models"] if m["name"] == "gpt3-175b")
+    assert (gpt3["layers"], gpt3["hidden"], gpt3["heads"], gpt3["ffn_hidden"]) == (96, 12288, 96, 49152)
+    assert 174e9 < gpt3["params"] < 176e9
+    config3 = next(w for w in found["wafers"] if w["name"] == "watos-config3")
+    assert (config3["dies"], config3["die_tflops"], config3["dram_gb"], config3["dram_tbps"],
+            config3["link_tbps"], config3["parallel_rules"]) == (56, 708, 70, 2.0, 4.0, "watos")
+    dgx = found["clusters"][0]
+    assert (dgx["gpu_tflops"], dgx["hbm_gb"], dgx["hbm_tbps"], dgx["nvlink_gbps"]) == (312, 80, 2.039, 300)
+    assert all(entry["source"] for kind in found.values() for entry in kind)
+    assert main(["presets"]) == 0
+    text = capsys.readouterr().out
+    assert "watos-config3" in text and "llama3-70b" in text and "dgx-a100-80g" in text
+    assert "64/8" in text   # Llama3-70B's heads / KV heads
+    assert "WATOS Table II, Config 3" in text   # the source

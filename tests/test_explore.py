@@ -337,3 +337,50 @@ def test_real_ladder_pruned_run_finds_the_exhaustive_optimum(tmp_path):
     assert pruned["best"]["value"] == full["best"]["value"]
     assert sum(pruned["evaluations"].values()) == 0            # all read from the store
     assert pruned["needed"]["F3"] < full["needed"]["F3"]
+
+
+def test_s_curve_is_one_sided_as_the_pruning_so_a_proven_run_shows_one_design_at_epsilon():
+    out = explorer(big_space(), error=0.05, epsilon=0.1).run()
+    assert out["proven"]
+    at = {p["error"]: p["potentially_optimal"] for p in out["s_curve"]}
+    assert at[0.1] == 1                          # the grid holds epsilon; only the best is left there
+    assert at[0.5] > 1 and at[0.0] == 1
+
+
+def test_pictures_say_what_was_needed_and_what_was_proven(tmp_path):
+    from wafopt.present.exploration import (
+        funnel_figure,
+        pareto_figure,
+        plot_exploration,
+        s_curve_figure,
+    )
+
+    sp = space(max_units=2)
+    store = tmp_path / "store.sqlite"
+    explorer(sp, store=Store(store)).run()
+    again = explorer(sp, store=Store(store)).run()   # everything from the store
+    assert again["evaluations"]["F3"] == 0 and again["needed"]["F3"] > 0
+    fig = funnel_figure(again)
+    notes = {t.get_text() for t in fig.axes[0].texts}
+    simulated = sum(r["fidelity"] == "F3" for r in again["table"])
+    assert simulated > 0
+    assert any(n.startswith(f" {simulated} ") and "0 run now" in n and "from the store" in n for n in notes), notes
+    fig = pareto_figure(again)
+    ax = fig.axes[0]
+    assert "better" in ax.get_xlabel() and "lower is better" in ax.get_ylabel()
+    labels = {t.get_text() for t in ax.texts}
+    assert set(again["pareto"]) <= labels                                   # every Pareto point named
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(text.startswith("best:") for text in legend)
+    star = next(c for c in ax.collections if c.get_label().startswith("best:"))
+    assert len(star.get_facecolors()) == 0 or star.get_facecolors()[0][3] == 0   # hollow: the point shows
+    fig = s_curve_figure(again)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("calibrated epsilon" in text and ": 1 design" in text for text in legend), legend
+    assert "proven" in fig.axes[0].get_title()
+    paths = plot_exploration(again, tmp_path / "plots")
+    assert [p.name for p in paths] == ["funnel.png", "pareto.png", "s-curve.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

@@ -128,3 +128,46 @@ def test_solve_and_show_write_the_picture_with_plot(instance, method, tmp_path):
     assert main(["show", str(out), "--plot", str(shown)]) == 0
     assert is_png(solved) and is_png(shown)
     plt.close("all")
+
+
+def test_plan_picture_names_its_axes_units_and_the_dies_outside_every_stage():
+    import json
+
+    solution = json.loads((ROOT / "solutions" / "llama3-70b-config3-faulty.gcmr.json").read_text())
+    scenario = load(ROOT / solution["instance"]).instance
+    fig, ax = plt.subplots()
+    DRAW["plan"](scenario, solution["plan"], ax)
+    try:
+        assert ax.get_xlabel() == "column" and ax.get_ylabel() == "row"
+        fig.canvas.draw()   # tick labels and their offset exist once drawn
+        colourbar = fig.axes[-1]
+        assert "GB" in colourbar.get_ylabel() and "bytes" not in colourbar.get_ylabel()
+        assert colourbar.yaxis.get_offset_text().get_text() == ""   # no x1e11 multiplier
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert any("helper" in text for text in legend) and any("idle" in text for text in legend)
+        # no stage colour is a shade of the grey link-load scale
+        stage_faces = {p.get_facecolor()[:3] for p in ax.patches if p.get_zorder() == 3 and not p.get_hatch()}
+        assert all(len(set(face)) > 1 for face in stage_faces if face != (1.0, 1.0, 1.0)
+                   and face != matplotlib.colors.to_rgb("#444444"))
+    finally:
+        plt.close(fig)
+
+
+def test_simulation_picture_shows_the_optimizer_and_dram_per_die_group():
+    from wafopt.present.simulation import OPTIMIZER_MIN_SHARE, simulation_figure
+    from wafopt.simulate.report import simulate_solution
+
+    sim, _ = simulate_solution(str(ROOT / "solutions" / "gpt3-175b-config3-tp4.gcmr.json"), timeline=True)
+    fig = simulation_figure(sim)
+    try:
+        gantt, memory, colourbar = fig.axes
+        optimizer = [c for c in gantt.collections if c.get_label() == "optimizer"]
+        assert optimizer and all(path.get_extents().width >= 0.99 * OPTIMIZER_MIN_SHARE * sim.iteration_s
+                                 for c in optimizer for path in c.get_paths())
+        stages = len(set(sim.stage_of.values()))
+        rows = [t.get_text() for t in memory.get_yticklabels()]
+        assert len(rows) == stages + 1 and rows[-1] == "helper dies"    # one row per die group, not 8 lines
+        assert len(memory.collections) == 1 and not memory.get_lines()  # a heat map
+        assert "GB" in colourbar.get_ylabel()
+    finally:
+        plt.close(fig)

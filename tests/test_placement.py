@@ -94,7 +94,7 @@ def test_rlt1_bound_between_gilmore_lawler_and_the_optimum(tiny):
 
 
 def test_rlt1_lagrangian_bound_is_valid_for_any_prices():
-    from models.placement import build_rlt1, lagrangian_bound
+    from wafopt.models.placement import build_rlt1, lagrangian_bound
 
     lo = loaded(**TINY["1x2-fault-n5"])      # m > n slots: inequality rows
     lp = build_rlt1(lo.instance, lo.instance.layouts[0])

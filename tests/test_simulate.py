@@ -157,6 +157,16 @@ def test_offloaded_share_lives_on_the_helper():
     assert sim.peak_memory == {A: 33.0, D: 12.0}
 
 
+def test_interleaved_chunks_park_their_share_of_the_offload():
+    # two stages, two chunks each, two micro-batches: stage 0 holds all 4 chunk-micro-batches at
+    # its peak; a chunk's activations are 15 (30 per micro-batch) and it parks 12 / 2 = 6 on D
+    stages = [_stage(0, [A], state=10.0, activation=15.0, transient=5.0), _stage(1, [B], state=10.0, activation=15.0)]
+    tasks = PlanTasks(2, (tuple(stages),), (None, None), (Offload(A, D, 12.0),), 1e18, BW, 1.0, 2)
+    sim = simulate(tasks)
+    assert sim.peak_memory[A] == 10.0 + 4 * (15.0 - 6.0) + 5.0
+    assert sim.peak_memory[D] == 4 * 6.0   # = the evaluator's 2 in-flight micro-batches x 12
+
+
 def test_shipped_plan_overflows_a_smaller_die():
     path = ROOT / "solutions" / "gpt3-6.7b-config3-dp.mg-wafer.json"
     data = json.loads(path.read_text())
@@ -314,3 +324,32 @@ def test_benchmark_simulate():
             print(f"\n{name} contention={contention}: {time.perf_counter() - start:.2f} s "
                   f"(iteration {sim.iteration_s:.4f} s)")
             assert sim.iteration_s > 0
+
+
+def test_cli_trace_is_a_chrome_trace_whose_phases_sum_to_the_busy_time(tmp_path, capsys):
+    trace, again = tmp_path / "trace.json", tmp_path / "again.json"
+    path = ROOT / "solutions" / "gpt3-6.7b-config3-dp.mg-wafer.json"
+    assert main(["simulate", str(path), "--json", "--trace", str(trace)]) == 0
+    sim = json.loads(capsys.readouterr().out)
+    assert main(["simulate", str(path), "--trace", str(again)]) == 0
+    assert trace.read_bytes() == again.read_bytes()   # deterministic
+    events = json.loads(trace.read_text())["traceEvents"]
+    required = {"X": {"name", "ph", "ts", "dur", "pid", "tid"}, "C": {"name", "ph", "ts", "pid", "args"},
+                "M": {"name", "ph", "pid", "args"}}
+    for e in events:
+        assert required[e["ph"]] <= set(e), e
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    dies_of = {e["pid"]: e["args"]["labels"] for e in events if e["name"] == "process_labels"}
+    assert len(names) == 12 and all(n.startswith("stage ") for n in names.values())   # one process per die group (stage x replica)
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert counters == {f"DRAM die [{d['die'][0]},{d['die'][1]}]" for d in sim["dies"]}   # a counter per die
+    by_die = {tuple(d["die"]): d for d in sim["dies"]}
+    for pid, labels in dies_of.items():
+        phases = sum(e["dur"] for e in events if e["ph"] == "X" and e["pid"] == pid and e["tid"] == 1) / 1e6
+        waits = sum(e["dur"] for e in events if e["ph"] == "X" and e["pid"] == pid and e["tid"] == 2) / 1e6
+        first = tuple(int(x) for x in labels.split()[1].strip("[]").split(","))
+        die = by_die[first]
+        assert phases == pytest.approx(die["compute_s"] + die["comm_s"], rel=1e-6)   # the busy time
+        assert waits == pytest.approx(die["comm_s"], rel=1e-5, abs=1e-9)
+    assert {e["name"] for e in events if e["ph"] == "X" and e["tid"] == 1} == {"forward", "backward", "optimizer"}
+    assert any(e["name"] == "send_forward" for e in events if e["ph"] == "X")

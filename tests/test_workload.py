@@ -305,3 +305,22 @@ def test_moe_stage_units_average_dense_and_moe_layers():
     assert units(first)["gelu_input"] < units(second)["gelu_input"]
     total = first.layers * first.activation_bytes + second.layers * second.activation_bytes
     assert total == pytest.approx(one.layers * one.activation_bytes)
+
+
+def test_workload_uses_the_scenarios_tp_scheme_and_sequences_fit_the_learned_positions(tmp_path):
+    import json
+
+    from wafopt.api import workload
+    from wafopt.problems import parse_instance
+
+    scenario = {"problem": "plan", "wafer": "watos-config3", "model": "gpt3-175b",
+                "training": {"seq": 2048, "micro_batch": 1, "global_batch": 64},
+                "parallel": {"tp": 14, "pp": 4, "tp_scheme": "tatp"}}
+    path = tmp_path / "tatp.yaml"
+    path.write_text(json.dumps(scenario))
+    assert workload(path)["layout"]["tp_scheme"] == "tatp"            # tp 14 cannot run Megatron TP
+    with pytest.raises(InstanceError, match="does not divide 96 attention heads"):
+        workload(path, tp_scheme="megatron")                          # the flag overrides it
+    too_long = dict(scenario, training={"seq": 4096, "micro_batch": 1, "global_batch": 64})
+    with pytest.raises(InstanceError, match="2048 learned positions"):
+        parse_instance(too_long)

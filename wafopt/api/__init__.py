@@ -24,6 +24,7 @@ from wafopt.api.comparing import (
     missing_details,
 )
 from wafopt.api.instances import EXPORT_FORMATS, export, import_qaplib, schema, show
+from wafopt.api.presets import presets
 from wafopt.api.saving import SOLUTIONS_DIR, default_solution_name, save
 from wafopt.api.solving import (
     Instance,
@@ -87,6 +88,6 @@ __all__ = [
     "__version__", "ablation", "applicable", "as_instance", "calibrate", "certify", "certify_file", "check_warm_start",
     "compare", "compare_jobs", "compare_rows", "compare_table", "default_methods", "default_solution_name",
     "evaluate", "explore", "export", "fidelity", "import_qaplib", "known_methods", "load", "methods", "missing_details",
-    "options", "prepare_method", "read_plan", "read_warm_start", "run", "runs_without_limit", "save", "scenario",
+    "options", "prepare_method", "presets", "read_plan", "read_warm_start", "run", "runs_without_limit", "save", "scenario",
     "schema", "show", "simulate", "solve", "tatp_report", "validate", "workload",
 ]

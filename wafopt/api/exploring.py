@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Callable
 
 from wafopt.core.errors import InstanceError
-from wafopt.explore.report import plot as plot_exploration
 from wafopt.explore.report import render
 from wafopt.explore.run import explore as run_exploration
 from wafopt.explore.space import load_space
 from wafopt.explore.store import Store
+from wafopt.present.exploration import plot_exploration
 
 
 @dataclass

@@ -14,6 +14,8 @@ from wafopt.costmodel.report import workload_report
 from wafopt.costmodel.training import parse_training
 from wafopt.planner.ablation import Row
 from wafopt.planner.ablation import ablation as planner_ablation
+from wafopt.present.simulation import plot_simulation
+from wafopt.present.trace import write_trace
 from wafopt.run.fidelity import FidelityRow, summary
 from wafopt.run.fidelity import fidelity as fidelity_rows
 from wafopt.run.methods import methods
@@ -21,7 +23,6 @@ from wafopt.run.tatp_report import report as tatp_table
 from wafopt.simulate.calibrate import calibrate as calibrate_model
 from wafopt.simulate.calibrate import render_markdown, write_calibration
 from wafopt.simulate.engine import Simulation
-from wafopt.simulate.report import plot as plot_simulation
 from wafopt.simulate.report import simulate_solution
 
 
@@ -35,9 +36,9 @@ def scenario(path: str | Path) -> Instance:
 
 def workload(path: str | Path, tp: int | None = None, pp: int | None = None, dp: int | None = None,
              micro_batch: int | None = None, sequence_parallel: bool = False, recompute: str = "none",
-             tp_scheme: str = "megatron") -> dict:
-    """The per-operator cost table of a scenario's layout (by default its `parallel:`; degrees
-    left out are 1): per operator, per layer and per stage."""
+             tp_scheme: str | None = None) -> dict:
+    """The per-operator cost table of a scenario's layout (by default its `parallel:`, with its
+    tp_scheme, else Megatron's; degrees left out are 1): per operator, per layer and per stage."""
     sc = scenario(path).instance
     training = sc.training
     if micro_batch is not None or sequence_parallel:
@@ -54,8 +55,9 @@ def workload(path: str | Path, tp: int | None = None, pp: int | None = None, dp:
     for k, v in layout.items():
         if v <= 0:
             raise InstanceError(f"must be a positive integer, got {v}", f"--{k}")
+    scheme = tp_scheme or sc.fixed.tp_scheme or "megatron"
     return workload_report(sc.llm, training, sc.wafer, layout["tp"], layout["pp"], layout["dp"],
-                           recompute, tp_scheme)
+                           recompute, scheme)
 
 
 @dataclass
@@ -108,13 +110,15 @@ class SimulationRun:
 
 
 def simulate(solution: str, instance: str | None = None, contention: bool = True,
-             plot: str | None = None) -> SimulationRun:
+             plot: str | None = None, trace: str | None = None) -> SimulationRun:
     """Discrete-event simulation of one training iteration of a plan solution (1F1B, link sharing,
-    DRAM); `plot` writes a Gantt chart and a memory timeline there. A plan that overflows a die's
-    DRAM raises MemoryOverflow."""
-    sim, evaluation = simulate_solution(solution, instance, contention, timeline=bool(plot))
+    DRAM); `plot` writes a Gantt chart and a memory timeline there, `trace` the timeline in the
+    Chrome trace event format (Perfetto). A plan that overflows a die's DRAM raises MemoryOverflow."""
+    sim, evaluation = simulate_solution(solution, instance, contention, timeline=bool(plot or trace))
     if plot:
         plot_simulation(sim, plot)
+    if trace:
+        write_trace(sim, trace)
     return SimulationRun(sim, evaluation.objective)
 
 

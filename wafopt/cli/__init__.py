@@ -21,7 +21,7 @@ from wafopt.api import (
 )
 from wafopt.cli.common import stderr
 from wafopt.cli.exploring import Explore
-from wafopt.cli.instances import Export, ImportQaplib, Schema, Show
+from wafopt.cli.instances import Export, ImportQaplib, Presets, Schema, Show
 from wafopt.cli.scenarios import (
     Ablation,
     Calibrate,
@@ -33,7 +33,7 @@ from wafopt.cli.scenarios import (
 from wafopt.cli.solving import Certify, Compare, Evaluate, Solve, Validate
 
 COMMANDS = [Validate(), Solve(), Compare(), Ablation(), Certify(), Evaluate(), Show(), ImportQaplib(), TatpReport(),
-            Export(), WorkloadTable(), Explore(), Schema(), Simulate(), Calibrate(), Fidelity()]
+            Export(), WorkloadTable(), Explore(), Schema(), Presets(), Simulate(), Calibrate(), Fidelity()]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ import wafopt.api as api
 from wafopt.api import EXIT_OK, EXPORT_FORMATS, PROBLEMS
 from wafopt.cli.common import Command, stderr
 from wafopt.present.show import render_text
+from wafopt.present.tables import presets_text
 
 
 class Show(Command):
@@ -72,4 +73,17 @@ class Schema(Command):
 
     def run(self, args):
         print(json.dumps(api.schema(args.problem), indent=1))
+        return EXIT_OK
+
+
+class Presets(Command):
+    name = "presets"
+    help = "the model, wafer and cluster presets a scenario can name: their key numbers and sources"
+
+    def add_arguments(self, p):
+        p.add_argument("--json", action="store_true")
+
+    def run(self, args):
+        found = api.presets()
+        print(json.dumps(found, indent=1) if args.json else presets_text(found))
         return EXIT_OK

@@ -68,7 +68,8 @@ class WorkloadTable(Command):
         p.add_argument("--micro-batch", type=int, metavar="B", help="sequences per micro-batch")
         p.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism")
         p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
-        p.add_argument("--tp-scheme", choices=("megatron", "tatp"), default="megatron")
+        p.add_argument("--tp-scheme", choices=("megatron", "tatp"), default=None,
+                       help="default: the scenario's parallel.tp_scheme, else megatron")
         p.add_argument("--json", action="store_true")
 
     def run(self, args):
@@ -89,15 +90,18 @@ class Simulate(Command):
                        help="every communication takes its analytic duration (the analytic longest path)")
         p.add_argument("--json", action="store_true")
         p.add_argument("--plot", metavar="PNG", help="write a Gantt chart and a memory timeline")
+        p.add_argument("--trace", metavar="FILE.json",
+                       help="write the timeline in the Chrome trace event format (open it in ui.perfetto.dev)")
 
     def run(self, args):
         try:
-            done = api.simulate(args.solution, args.instance, not args.no_contention, args.plot)
+            done = api.simulate(args.solution, args.instance, not args.no_contention, args.plot, args.trace)
         except api.MemoryOverflow as exc:
             stderr(f"wafopt: error: DRAM overflow: {exc}")
             return EXIT_INFEASIBLE
-        if args.plot:
-            stderr(f"wrote {args.plot}")
+        for path in (args.plot, args.trace):
+            if path:
+                stderr(f"wrote {path}")
         if args.json:
             print(json.dumps(done.to_dict(), indent=1))
         else:

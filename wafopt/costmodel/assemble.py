@@ -21,7 +21,13 @@ import math
 from dataclasses import dataclass
 
 from wafopt.costmodel.model import LayoutWorkload
-from wafopt.costmodel.network import CommCosting, Network, network_of, ring_pairs
+from wafopt.costmodel.network import (
+    CommCosting,
+    Network,
+    dp_flow_bytes,
+    network_of,
+    ring_pairs,
+)
 from wafopt.costmodel.plan_layout import PlanLayout
 from wafopt.costmodel.scenario import Scenario
 from wafopt.costmodel.stage import FULL, ComputeStep, StageWorkload
@@ -252,10 +258,7 @@ def _dp_allreduce(scenario, s: StageWorkload, rings: list[list[Die]], net: Netwo
     dp = len(rings)
     by_position = [[ring[k] for ring in rings] for k in range(len(rings[0]))]
     pairs = [p for ring in by_position for p in ring_pairs(ring, False)]
-    if s.dp_gather_bytes:
-        flow_bytes = (dp - 1) / dp * (s.grad_bytes + s.dp_gather_bytes)
-    else:
-        flow_bytes = 2 * (dp - 1) / dp * s.grad_bytes
+    flow_bytes = dp_flow_bytes(dp, s.grad_bytes, s.dp_gather_bytes)
     counts: dict = {}
     for a, b in pairs:
         for link in net.route(a, b):

@@ -32,6 +32,7 @@ from wafopt.costmodel.operators import (
     build_layer,
 )
 from wafopt.costmodel.rules import layout_violation, padded_vocab
+from wafopt.costmodel.schedule import inflight_microbatches
 from wafopt.costmodel.stage import (
     CommStep,
     ComputeStep,
@@ -175,15 +176,6 @@ def _head_ops(llm: LLM, training: Training, tp: int, scheme: str, first: bool, l
         stored = E * sbh * r + E * sbh * r + LOGIT_BYTES * sb * V / tp   # norm input, head input, logits
         out.append(("lm_head", fwd, Cost(2 * fwd.flops, 2 * fwd.bytes, True), fwd_coll, bwd_coll, stored))
     return out
-
-
-def inflight_microbatches(pp: int, index: int, m: int, interleave: int = 1) -> float:
-    """Micro-batches whose activations stage `index` holds at its peak under 1F1B: min(pp - index, m);
-    interleaved with v chunks per device, min(2 (pp - index - 1) + (v - 1) pp + 1, m v) chunks of
-    1/v of the stage each (Megatron-LM's warm-up; Korthikanti et al. 2022, Sec. 4.2.3)."""
-    if interleave == 1:
-        return min(pp - index, m)
-    return min(2 * (pp - index - 1) + (interleave - 1) * pp + 1, m * interleave) / interleave
 
 
 def _stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first_layer, n, kinds, scheme,

@@ -111,6 +111,24 @@ def least_collective_s(step: CommStep, wafer) -> float:
     return max(0.0, c.steps * wafer.link_latency + c.flow_bytes / bandwidth - step.hidden_s)
 
 
+def dp_flow_bytes(dp: int, grad_bytes: float, gather_bytes: float) -> float:
+    """Bytes one die sends to its ring successor in a stage's data-parallel gradient reduction: a
+    ring all-reduce, or with the distributed optimizer a reduce-scatter of the gradients and an
+    all-gather of the weights."""
+    if gather_bytes:
+        return (dp - 1) / dp * (grad_bytes + gather_bytes)
+    return 2 * (dp - 1) / dp * grad_bytes
+
+
+def least_dp_allreduce_s(dp: int, grad_bytes: float, gather_bytes: float, wafer) -> float:
+    """The least time of a stage's gradient reduction over dp replicas on any placement: 2 (dp - 1)
+    one-hop steps, no contention (the evaluator's `_dp_allreduce` is never below it)."""
+    if dp == 1:
+        return 0.0
+    bandwidth = wafer.link_bandwidth * wafer.efficiency.intra
+    return 2 * (dp - 1) * wafer.link_latency + dp_flow_bytes(dp, grad_bytes, gather_bytes) / bandwidth
+
+
 def least_blocks_comm_s(blocks, wafer) -> float:
     """`least_collective_s` summed over a stage's (steps, repeat) blocks."""
     return sum(count * least_collective_s(step, wafer) for steps, count in blocks

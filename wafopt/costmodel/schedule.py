@@ -86,6 +86,15 @@ def interleaved_lower_bound(stage_times: Sequence[float] | np.ndarray, microbatc
     return best / v if v > 1 else best
 
 
+def inflight_microbatches(pp: int, index: int, m: int, interleave: int = 1) -> float:
+    """Micro-batches whose activations stage `index` holds at its peak under 1F1B: min(pp - index, m);
+    interleaved with v chunks per device, min(2 (pp - index - 1) + (v - 1) pp + 1, m v) chunks of
+    1/v of the stage each (Megatron-LM's warm-up; Korthikanti et al. 2022, Sec. 4.2.3)."""
+    if interleave == 1:
+        return min(pp - index, m)
+    return min(2 * (pp - index - 1) + (interleave - 1) * pp + 1, m * interleave) / interleave
+
+
 def _check_interleave(interleave: int) -> None:
     if interleave < 1:
         raise ValueError(f"interleave must be at least 1, got {interleave}")

@@ -13,7 +13,7 @@ import math
 from functools import lru_cache
 from typing import NamedTuple
 
-from wafopt.costmodel.network import least_blocks_comm_s
+from wafopt.costmodel.network import least_blocks_comm_s, least_dp_allreduce_s
 from wafopt.costmodel.operators import Roofline, build_layer
 from wafopt.costmodel.scenario import Choice, Parallel
 
@@ -30,6 +30,8 @@ class StageNumbers(NamedTuple):
     unit_bytes: list          # per unit: bytes per layer recomputation frees (0: cannot be dropped)
     unit_seconds: list        # per unit: seconds per recomputed layer
     optimizer_s: float        # the optimizer step
+    grad_bytes: float         # gradients data parallelism reduces (per die)
+    gather_bytes: float       # weights the distributed optimizer re-gathers (per die)
 
 
 def stage_role(j: int, p: int) -> str:
@@ -94,7 +96,13 @@ def _stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme, sp) ->
     # after full recomputation the backward skips the SP re-gathers: the lesser of the two
     bwd_comm = min(least_blocks_comm_s(st.backward, wafer), least_blocks_comm_s(st.backward_after_full, wafer))
     return StageNumbers(st.fwd_s + fwd_comm, st.bwd_s + bwd_comm, st.state_bytes + st.transient_bytes(None),
-                        st.kept_bytes(None), ub, r, st.optimizer_s)
+                        st.kept_bytes(None), ub, r, st.optimizer_s, st.grad_bytes, st.dp_gather_bytes)
+
+
+def least_tail_s(numbers: StageNumbers, dp: int, wafer) -> float:
+    """What follows a stage's last backward at the least: its gradient reduction over dp replicas
+    on any placement (one hop per ring step, no contention) and its optimizer step."""
+    return numbers.optimizer_s + least_dp_allreduce_s(dp, numbers.grad_bytes, numbers.gather_bytes, wafer)
 
 
 def stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str, first: int, n: int,

@@ -329,7 +329,7 @@ class Explorer:
                "remaining": [s.design.id for s in remaining],
                "proven": best is not None and not remaining and self.within_epsilon(states),
                "model_error": self.model_error(states),
-               "table": rows, "pareto": front, "s_curve": self.s_curve(states),
+               "table": rows, "pareto": front, "s_curve": self.s_curve(states, best_cost),
                "workloads": len(self.workloads), "time_s": round(seconds, 3)}
         if remaining and best is not None:
             out["confidence"] = self.confidence(best_cost, remaining)
@@ -355,15 +355,25 @@ class Explorer:
                 front.append((v, c, i))
         return [i for _, _, i in front]
 
-    def s_curve(self, states, errors=None) -> list[dict]:
-        """For assumed model errors e, how many designs could still be the optimum: those whose
-        best case (1 - e) x estimate is not above the best design's worst case (1 + e) x estimate."""
-        estimates = [c for c in (self.coarse(s) for s in states if s.status != "infeasible") if c is not None]
-        if not estimates:
-            return []
-        top = min(estimates)
-        grid = errors if errors is not None else [round(float(x), 3) for x in np.linspace(0.0, 0.5, 51)]
-        return [{"error": e, "potentially_optimal": int(sum((1 - e) * c <= (1 + e) * top for c in estimates))}
+    def s_curve(self, states, best_cost: float, errors=None) -> list[dict]:
+        """For assumed model errors e, how many designs could still be the optimum under the rule
+        the pruning uses, which relies on one side of the error only (the simulator at most e faster
+        than the model): a simulated design when its value is the best; any other feasible design
+        when (1 - e) x its least estimate (its bound, or the analytic value of the plans F3 would
+        simulate) is not above the best simulated value. A proven run counts 1 (and ties) at its
+        epsilon; the grid holds epsilon itself."""
+        grid = errors if errors is not None else sorted({round(float(x), 3) for x in np.linspace(0.0, 0.5, 51)}
+                                                        | {round(self.epsilon, 6)})
+        simulated, least = 0, []
+        for s in states:
+            if s.status == "infeasible":
+                continue
+            cost = self.objective.cost(s.design, s.simulated)
+            if cost is not None:
+                simulated += at_most(cost, best_cost)
+            elif self.lower(s) is not None:
+                least.append(max(self.lower(s), self.planned(s) or 0.0))
+        return [{"error": e, "potentially_optimal": simulated + sum(at_most((1 - e) * c, best_cost) for c in least)}
                 for e in grid]
 
     def confidence(self, best_cost: float, remaining: list[DesignState], samples: int = 2000) -> dict:

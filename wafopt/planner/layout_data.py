@@ -18,10 +18,11 @@ from types import SimpleNamespace
 import numpy as np
 
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.model import inflight_microbatches
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
+from wafopt.costmodel.schedule import inflight_microbatches
 from wafopt.costmodel.stage_numbers import (
     kind_prefix,
+    least_tail_s,
     stage_numbers,
     stage_role,
     state_floor,
@@ -46,7 +47,7 @@ class LayoutData:
     m: int
     copies: int
     cap: float            # H * C (with the evaluator's slack)
-    optimizer: float      # O: the least optimizer step of a first stage
+    optimizer: float      # O: the least gradient reduction + optimizer step of a first stage
     Fc: np.ndarray        # (C, S) forward compute seconds of a class
     Bc: np.ndarray        # (C, S) backward compute seconds
     fixed: np.ndarray     # (C, S) state + gradients of one operator + buffers: never offloaded
@@ -58,7 +59,7 @@ class LayoutData:
     arcs: list            # per stage: (starts, cls, the classes it uses)
     layers: int
     balanced: list        # the split minimising the busiest stage's compute (ties: the first found)
-    class_optimizer: np.ndarray | None = None   # (C,) optimizer step of a class (least over schemes)
+    class_optimizer: np.ndarray | None = None   # (C,) O of a class as the first stage (least over schemes)
 
 
 @dataclass
@@ -182,10 +183,13 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     r = np.array([[v.unit_seconds for v in row] for row in rows])
     n = np.array([float(k[1]) for k in classes])
     inflight = np.array([inflight_microbatches(p, j, m, v) for j in range(p)], dtype=float)
-    optimizer = min(v.optimizer_s for key, c in classes.items() if key[0] in ("first", "only") for v in rows[c])
+    wafer = scenario.wafer
+    # what follows stage 0's last backward: its gradient reduction (least time) and optimizer step
+    tails = [[least_tail_s(v, par.dp, wafer) for v in row] for row in rows]
+    optimizer = min(t for key, c in classes.items() if key[0] in ("first", "only") for t in tails[c])
     copies = par.tp * par.dp
     cap = healthy * capacity * (1 + MEMORY_SLACK)
-    class_optimizer = np.array([min(v.optimizer_s for v in row) for row in rows])
+    class_optimizer = np.array([min(t) for t in tails])
     d = LayoutData(par, schemes, m, copies, cap, optimizer, Fc, Bc, fixed, kept, ub, r, n, inflight, arcs, L, [],
                    class_optimizer)
     die = capacity * (1 + MEMORY_SLACK)

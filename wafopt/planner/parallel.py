@@ -108,15 +108,16 @@ class Pool(_Futures):
         return future.result()
 
     def _stop(self) -> None:
+        # No future is cancelled: once the workers are terminated, the pool marks every pending
+        # future broken, and Python 3.11 raises InvalidStateError in its manager thread when one
+        # of them was cancelled first (a traceback on stderr). Their results are ignored anyway.
         processes = list((getattr(self.executor, "_processes", None) or {}).values())
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.executor.shutdown(wait=False, cancel_futures=False)
         for process in processes:   # a running task does not poll our interrupt: stop it now
             if process.is_alive():
                 process.terminate()
 
     def abort(self, pending) -> None:
-        for f in pending:
-            f.cancel()
         self._stop()
         self.executor = _pool(self.workers)
 

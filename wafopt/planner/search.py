@@ -169,10 +169,10 @@ def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True
         if ev.feasible:
             ws = options.warm_start
             search.offer(ws, ev.objective, plan_key(scenario, ws), "warm start")
+    if search.plan is None:   # before tightening: a short limit still ends with this plan
+        first_plan(scenario, bounds, search, run, FIRST_PLAN_SHARE * budget)
     tighten(scenario, bounds, run.stopped)   # full and LP bounds where the least bounds are
     search.update_bound()
-    if search.plan is None:
-        first_plan(scenario, bounds, search, run, FIRST_PLAN_SHARE * budget)
     best = plan_bound(bounds)
     options.progress(f"plan: {len(bounds)} layouts, {sum(b.feasible for b in bounds)} not excluded by their "
                      f"model state; bound " + (f"{search.bound:.6g} s ({_name(best.key())})" if best else "none"),

@@ -9,7 +9,7 @@ on every die.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -18,6 +18,14 @@ from wafopt.hardware.mesh import Die, Link, Mesh
 
 DIE = 0.72              # side of a die square (the mesh pitch is 1)
 LIGHT_LOAD = 0.02       # loads below this share of the peak are drawn as unloaded links
+# Groups (stages, rings) take the qualitative tab20 colours without its two greys; link loads a
+# sequential grey-to-black scale, so no load shade can be mistaken for a group's colour.
+GROUP_COLOURS = [c for k, c in enumerate(
+    ["#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896", "#9467bd", "#c5b0d5",
+     "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#7f7f7f", "#c7c7c7", "#bcbd22", "#dbdb8d", "#17becf", "#9edae5"])
+    if k not in (14, 15)]
+LOAD_SHADES = ("#b0b0b0", "#000000")   # lightest and heaviest loaded link
+HELPER_FACE, HELPER_HATCH = "#eeeeee", "////"   # a die outside every group that holds offloaded checkpoints
 
 
 def text_scale(mesh: Mesh) -> float:
@@ -50,28 +58,36 @@ class Arrow:
     width: float = 1.0       # relative width (1 = the thinnest)
 
 
+def group_colour(g: int) -> str:
+    return GROUP_COLOURS[g % len(GROUP_COLOURS)]
+
+
 def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
               group_labels: Mapping[int, str] | None = None,
               labels: Mapping[Die, str] | None = None,
               link_loads: Mapping[Link, float] | None = None,
               arrows: Sequence[Arrow] = (), title: str = "",
               load_label: str = "link load", arrow_label: str = "",
-              annotate_loads: Callable[[float], str] | None = None, regions: bool = True) -> None:
+              annotate_loads: Callable[[float], str] | None = None, regions: bool = True,
+              helpers: Collection[Die] = (), die_legend: bool = False) -> None:
     """Draw `mesh` on a matplotlib axis.
 
-    groups: die -> group index, coloured from a qualitative map; the dies of a group share a pale
+    groups: die -> group index, coloured from a qualitative palette (GROUP_COLOURS); the dies of a group share a pale
     region behind them (unless not `regions`) and, from group_labels, one label at its centre. labels: die -> short text on
     one die (for small meshes). link_loads: directed link -> load; the two directions of a link
     are drawn side by side, width and shade growing with load / peak, with a colour bar labelled
     `load_label`; annotate_loads(load) -> text labels each loaded link with its heavier direction.
     arrows: curved arrows between die centres, width in proportion; `arrow_label` names them.
+    helpers: dies outside every group that hold offloaded data, hatched; die_legend: the legend
+    also says which dies are idle and which are such helpers.
     """
-    import matplotlib.pyplot as plt  # matplotlib loads only when a picture is drawn (start-up time)
-    from matplotlib.patches import Rectangle
+    from matplotlib.lines import (
+        Line2D,  # matplotlib loads only when a picture is drawn (start-up time)
+    )
+    from matplotlib.patches import Patch, Rectangle
 
     groups = groups or {}
     scale = text_scale(mesh)
-    cmap = plt.get_cmap("tab20")
     # physical links (faulty ones dashed red)
     for r in range(mesh.rows):
         for c in range(mesh.cols):
@@ -87,19 +103,25 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
     for die, g in groups.items():
         members.setdefault(g, []).append(die)
         if regions:
-            ax.add_patch(Rectangle((die[1] - 0.5, -die[0] - 0.5), 1.0, 1.0, facecolor=cmap(g % 20),
+            ax.add_patch(Rectangle((die[1] - 0.5, -die[0] - 0.5), 1.0, 1.0, facecolor=group_colour(g),
                                    edgecolor="none", alpha=0.3, zorder=0.5))
+    helpers = set(helpers) - set(groups)
+    idle = 0
     for r in range(mesh.rows):
         for c in range(mesh.cols):
             die = (r, c)
+            hatch = None
             if die in mesh.faulty_dies:
                 face, edge = "#444444", "red"
             elif die in groups:
-                face, edge = cmap(groups[die] % 20), "#555555"
+                face, edge = group_colour(groups[die]), "#555555"
+            elif die in helpers:
+                face, edge, hatch = HELPER_FACE, "#555555", HELPER_HATCH
             else:
                 face, edge = "white", "#999999"
+                idle += 1
             ax.add_patch(Rectangle((c - DIE / 2, -r - DIE / 2), DIE, DIE, facecolor=face, edgecolor=edge,
-                                   linewidth=0.6 * scale, zorder=3))
+                                   hatch=hatch, linewidth=0.6 * scale, zorder=3))
             if die in mesh.faulty_dies:
                 h = DIE / 2 * 0.9
                 ax.plot([c - h, c + h], [-r - h, -r + h], color="red", linewidth=scale, zorder=4)
@@ -113,17 +135,27 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
             y = -sum(r for r, _ in dies) / len(dies)
             ax.text(x, y, text, ha="center", va="center", fontsize=8 * scale, fontweight="bold", zorder=7,
                     bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.8))
+    handles = []
     if arrows:
         heaviest = max(a.width for a in arrows) or 1.0
         for a in arrows:
+            # below the group labels, and shortened at both ends so a label at a group's centre stays readable
             ax.annotate("", xy=(a.dst[1], -a.dst[0]), xytext=(a.src[1], -a.src[0]), zorder=6,
-                        arrowprops=dict(arrowstyle="-|>", color=a.colour, alpha=0.8,
+                        arrowprops=dict(arrowstyle="-|>", color=a.colour, alpha=0.6,
                                         linewidth=scale * (0.7 + 2.3 * a.width / heaviest),
-                                        mutation_scale=8 * scale, shrinkA=6 * scale, shrinkB=6 * scale,
+                                        mutation_scale=8 * scale, shrinkA=14 * scale, shrinkB=9 * scale,
                                         connectionstyle="arc3,rad=0.18"))
         if arrow_label:
-            ax.plot([], [], color=arrows[0].colour, linewidth=1.2, label=arrow_label)
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.01), fontsize=7, frameon=False)
+            handles.append(Line2D([], [], color=arrows[0].colour, linewidth=1.2, label=arrow_label))
+    if die_legend:
+        if idle:
+            handles.append(Patch(facecolor="white", edgecolor="#999999", label="idle die (no stage)"))
+        if helpers:
+            handles.append(Patch(facecolor=HELPER_FACE, edgecolor="#555555", hatch=HELPER_HATCH,
+                                 label="offload helper die (no stage; holds checkpoints)"))
+    if handles:
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.06), fontsize=7, frameon=False,
+                  ncols=min(len(handles), 2))
     ax.set_xlim(-0.7, mesh.cols - 0.3)
     ax.set_ylim(-mesh.rows + 0.3, 0.7)
     ax.set_aspect("equal")
@@ -131,6 +163,8 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
     ax.set_xticks(range(0, mesh.cols, step))
     ax.set_yticks([-r for r in range(0, mesh.rows, step)], [str(r) for r in range(0, mesh.rows, step)])
     ax.tick_params(length=0, labelsize=7 * max(scale, 0.7))
+    ax.set_xlabel("column", fontsize=8)
+    ax.set_ylabel("row", fontsize=8)
     for side in ax.spines.values():
         side.set_visible(False)
     if title:
@@ -139,13 +173,11 @@ def draw_mesh(ax, mesh: Mesh, groups: Mapping[Die, int] | None = None,
 
 def _draw_loads(ax, mesh: Mesh, link_loads: Mapping[Link, float], load_label: str,
                 annotate: Callable[[float], str] | None, scale: float) -> None:
-    import matplotlib.pyplot as plt  # matplotlib: start-up time, as above
-    from matplotlib.cm import ScalarMappable
+    from matplotlib.cm import ScalarMappable  # matplotlib: start-up time, as above
     from matplotlib.colors import LinearSegmentedColormap, Normalize
 
     peak = max(link_loads.values(), default=0.0) or 1.0
-    shades = LinearSegmentedColormap.from_list("load", [plt.get_cmap("YlOrRd")(0.15 + 0.85 * k / 10)
-                                                        for k in range(11)])
+    shades = LinearSegmentedColormap.from_list("load", LOAD_SHADES)
     ax.figure.colorbar(ScalarMappable(Normalize(0.0, peak), shades), ax=ax, shrink=0.6, pad=0.02,
                        label=load_label)
     heavier: dict[frozenset, tuple[float, Link]] = {}

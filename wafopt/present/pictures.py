@@ -1,7 +1,8 @@
 """Pictures of instances and plans (`wafopt show --png`): one function per problem.
 
-- plan: the wafer with one coloured tile and one label per pipeline stage, link loads, and the
-  checkpoint offloads summed per (sender stage, helper stage) as one arrow each;
+- plan: the wafer with one coloured tile and one label per pipeline stage, link loads in GB per
+  iteration, the checkpoint offloads summed per (sender stage, helper stage) as one arrow each,
+  and a legend telling idle dies from offload helpers outside every stage;
 - placement: the same map for a placement, with the Mem_pair flows;
 - recompute: per-stage bars of model state, kept activations, offloaded activations (pooled
   DRAM: the part above the stage's own capacity, held by helpers) and, hatched, the activations
@@ -62,7 +63,7 @@ def draw_plan(scenario: Scenario, plan: dict | None, ax) -> None:
                 stage_of[d] = g
     labels = {groups[dies_of[g][0]]: names[g] for g in dies_of} if replicas == 1 else {}
     ev = evaluate("plan", scenario, plan)
-    loads = {(tuple(a), tuple(b)): v for a, b, v in ev.details.get("link_loads", [])}
+    loads = {(tuple(a), tuple(b)): v / 1e9 for a, b, v in ev.details.get("link_loads", [])}   # bytes -> GB
 
     def centre(stage: int, fallback):
         dies = dies_of.get(stage)
@@ -71,8 +72,10 @@ def draw_plan(scenario: Scenario, plan: dict | None, ax) -> None:
         return (sum(r for r, _ in dies) / len(dies), sum(c for _, c in dies) / len(dies))
 
     offload: dict[tuple[int, int], tuple[float, tuple, tuple]] = {}
+    helpers = set()
     for o in plan.get("offload", []):
         src, dst = tuple(o["sender"]), tuple(o["helper"])
+        helpers.add(dst)
         key = (stage_of.get(src, -1), stage_of.get(dst, -1))
         volume = float(o.get("bytes", 1.0))
         old = offload.get(key, (0.0, src, dst))
@@ -86,8 +89,8 @@ def draw_plan(scenario: Scenario, plan: dict | None, ax) -> None:
     draw_mesh(ax, mesh, groups, labels, None, loads, arrows,
               title=f"{scenario.llm.name} on {scenario.wafer.name}: tp={plan.get('tp')} pp={plan.get('pp')}"
                     f" dp={plan.get('dp', 1)}" + (f", iteration {t:.3g} s" if t else ""),
-              load_label="link load (bytes per iteration)",
-              arrow_label=what if arrows else "")
+              load_label="link load (GB per iteration)",
+              arrow_label=what if arrows else "", helpers=helpers, die_legend=True)
     if replicas > 1:   # replicas share their stage colours; one label per tile says replica.stage
         for g, dies in dies_of.items():
             r, c = centre(g, dies[0])

@@ -120,3 +120,38 @@ def fidelity_table(rows: list, summary: dict, markdown: bool = False) -> str:
     if markdown:
         return "\n".join([*_markdown(heads, cells), "", *(f"- {t}" for t in tail)])
     return "\n".join([*_aligned(heads, cells), *tail])
+
+
+def _params(count: int) -> str:
+    return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.0f}M"
+
+
+def presets_text(found: dict) -> str:
+    """The presets of `wafopt presets`: one table per kind (models, wafers, clusters), each followed
+    by the sources of its numbers."""
+    def section(title: str, heads: list[str], cells: list[list[str]], entries: list[dict]) -> list[str]:
+        return ["", title, *(line.rstrip() for line in _aligned(heads, cells, rule=True)), "sources:",
+                *(f"  {e['name']}: {e['source']}" for e in entries)]
+
+    models = found["models"]
+    model_cells = [[m["name"], str(m["layers"]), str(m["hidden"]), f"{m['heads']}/{m['kv_heads']}",
+                    str(m["ffn_hidden"]), str(m["vocab"]), m["mlp"],
+                    _params(m["params"]) + (f" ({_params(m['active_params'])} active, {m['experts']} experts "
+                                            f"top-{m['top_k']})" if m["experts"] > 1 else "")] for m in models]
+    wafers = found["wafers"]
+    wafer_cells = [[w["name"], f"{w['dies']} ({w['rows']}x{w['cols']})", number(w["die_tflops"]),
+                    number(w["dram_gb"]), number(w["dram_tbps"]), number(w["link_tbps"]), w["parallel_rules"]]
+                   for w in wafers]
+    clusters = found["clusters"]
+    cluster_cells = [[c["name"], f"{c['nodes']} x {c['gpus_per_node']}", number(c["gpu_tflops"]),
+                      number(c["hbm_gb"]), number(c["hbm_tbps"]), number(c["nvlink_gbps"]),
+                      number(c["network_gbps"])] for c in clusters]
+    lines = section("models (model: NAME)", ["name", "layers", "hidden", "heads/kv", "FFN", "vocab", "MLP",
+                                             "params"], model_cells, models)
+    lines += section("wafers (wafer: NAME; per die, links per direction)",
+                     ["name", "dies", "TFLOPS/die", "DRAM GB", "DRAM TB/s", "link TB/s", "parallel_rules"],
+                     wafer_cells, wafers)
+    lines += section("clusters (cluster: NAME; per GPU, per direction; a scenario sets nodes)",
+                     ["name", "nodes x GPUs", "TFLOPS/GPU", "HBM GB", "HBM TB/s", "NVLink GB/s", "network GB/s"],
+                     cluster_cells, clusters)
+    return "\n".join(lines[1:])

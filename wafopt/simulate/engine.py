@@ -41,6 +41,10 @@ STEP_DONE, FLOWS_CHANGE, COMM_DONE = 0, 1, 2   # event kinds: a task's fixed ste
 #                                               flow of a transfer arrives; a communication ends
 
 
+# tasks that are one transfer and occupy no stage -> how the trace names them
+TRANSFERS = {"SF": "send_forward", "SB": "send_backward", "DP": "dp_allreduce"}
+
+
 class MemoryOverflow(Exception):
     """A die needs more DRAM than it has at some moment of the iteration."""
 
@@ -63,6 +67,21 @@ class Interval:
 
 
 @dataclass
+class CommInterval:
+    """One communication in time, for the trace: a step of a stage's task the stage waits on
+    (`where` "stage": a TP collective, an offload; recorded with contention on), or a transfer that
+    occupies no stage ("send_forward", "send_backward", "dp_allreduce"; replica -1 for the all-reduce
+    over every replica)."""
+    replica: int
+    stage: int
+    name: str          # the Comm's name (tp_allreduce, offload_store, ...), or `where` for a transfer
+    where: str         # stage | send_forward | send_backward | dp_allreduce
+    microbatch: int    # -1 for the all-reduce
+    start: float
+    end: float
+
+
+@dataclass
 class Simulation:
     iteration_s: float
     contention: bool
@@ -75,6 +94,7 @@ class Simulation:
     intervals: list[Interval]
     memory_timeline: dict[Die, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     stage_of: dict[Die, tuple[int, int]] = field(default_factory=dict)   # die -> (replica, stage)
+    comm_intervals: list[CommInterval] = field(default_factory=list)    # recorded with the timeline
 
     @property
     def peak_memory_bytes(self) -> float:
@@ -164,6 +184,7 @@ class _Task:
     pos: int = 0
     start: float = 0.0
     mark_time: float = 0.0
+    step_start: float = 0.0   # when the step at pos - 1 started
 
 
 class _Simulator:
@@ -177,6 +198,7 @@ class _Simulator:
         self.seq = 0
         self.tasks: list[_Task] = []
         self.intervals: list[Interval] = []
+        self.comm_intervals: list[CommInterval] = []
         self._build_memory()
         self._build_graph()
 
@@ -292,9 +314,9 @@ class _Simulator:
 
         out: dict[Die, float] = defaultdict(float)
         hosted: dict[Die, list[tuple[Die, float]]] = defaultdict(list)
-        for o in plan.offloads:
-            out[o.sender] += o.bytes_per_microbatch
-            hosted[o.sender].append((o.helper, o.bytes_per_microbatch))
+        for o in plan.offloads:   # interleaved: each in-flight chunk parks 1/v of a micro-batch's share
+            out[o.sender] += o.bytes_per_microbatch / plan.interleave
+            hosted[o.sender].append((o.helper, o.bytes_per_microbatch / plan.interleave))
         self.state = {}
         self.alive: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self.transient: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
@@ -356,11 +378,17 @@ class _Simulator:
 
     def _advance(self, tid: int, t: float) -> None:
         task = self.tasks[tid]
+        if self.timeline and task.pos > 0 and task.kind in ("F", "B"):
+            ended = task.steps[task.pos - 1]
+            if isinstance(ended, _CommRun):   # a communication the stage waited on
+                self.comm_intervals.append(CommInterval(task.replica, task.stage, ended.comm.name, "stage", task.k,
+                                                        task.step_start, t))
         if task.pos == task.mark:
             task.mark_time = t
         if task.pos < len(task.steps):
             step = task.steps[task.pos]
             task.pos += 1
+            task.step_start = t
             if isinstance(step, _CommRun):
                 self._start_comm(step, tid, t)
             else:
@@ -383,6 +411,9 @@ class _Simulator:
             self.intervals.append(Interval(*group, "forward", task.k, task.start, t, task.chunk))
         elif task.kind == "OPT" and t > task.start:
             self.intervals.append(Interval(*group, "optimizer", -1, task.start, t))
+        elif task.kind in TRANSFERS and self.timeline:
+            self.comm_intervals.append(CommInterval(*group, TRANSFERS[task.kind], TRANSFERS[task.kind], task.k,
+                                                    task.start, t))
         self.end = max(self.end, t)
         for s in task.succ:
             nxt = self.tasks[s]
@@ -494,7 +525,9 @@ class _Simulator:
 
 
 def simulate(tasks: PlanTasks, contention: bool = True, timeline: bool = False) -> Simulation:
-    """Simulate one iteration; raises MemoryOverflow if a die's DRAM overflows at any moment."""
+    """Simulate one iteration; raises MemoryOverflow if a die's DRAM overflows at any moment.
+    `timeline` also records every die's DRAM over time and every communication's span (with
+    contention off, communications are inside their phases' analytic durations and not recorded)."""
     sim = _Simulator(tasks, contention, timeline)
     iteration = sim.run()
     comm_s: dict[Die, float] = defaultdict(float)
@@ -515,4 +548,4 @@ def simulate(tasks: PlanTasks, contention: bool = True, timeline: bool = False) 
         link_bandwidth=tasks.link_bandwidth, compute_s=compute, comm_s=dict(comm_s),
         peak_memory={d: float(sim.peak[k]) for k, d in enumerate(sim.dies)},
         link_bytes=dict(sim.link_bytes), intervals=sim.intervals, memory_timeline=timeline_out,
-        stage_of={d: group for group, dies in dies_of.items() for d in dies})
+        stage_of={d: group for group, dies in dies_of.items() for d in dies}, comm_intervals=sim.comm_intervals)

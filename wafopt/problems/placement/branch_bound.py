@@ -49,8 +49,10 @@ from scipy.optimize import linear_sum_assignment
 
 from wafopt.core.errors import CertificateError
 from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound
+from wafopt.problems.certificates import float_down
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
+from wafopt.problems.placement.projected import entry_value
 
 FLOAT_ERROR = 1e-9    # relative error of a float bound's sums (far below the rule's REL_TOL)
 MAX_TREE_TOKENS = 5_000_000   # a certificate's tree beyond this is refused (checking it would take hours)
@@ -383,8 +385,9 @@ def node_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
 
 def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
     """The bound a branch-and-bound tree proves: per tile shape the least leaf bound of its tree
-    (re-derived), or the root Gilmore-Lawler bound for a tile shape without a tree; then the least
-    over the tile shapes. Listed frontier nodes must re-derive to their stored bounds."""
+    (re-derived), or the root Gilmore-Lawler bound for a tile shape without a tree, or the tile's
+    root QPB (`root`: a qpb certificate entry) where that is stronger; then the least over the
+    tile shapes. Listed frontier nodes must re-derive to their stored bounds."""
     tiles = data.get("tiles")
     if not isinstance(tiles, dict):
         raise CertificateError("a bnb-frontier certificate needs tiles: {shape: {tree, bound, frontier}}")
@@ -404,6 +407,9 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
         if not isinstance(claimed, (int, float)) or isinstance(claimed, bool) or not math.isfinite(claimed):
             raise CertificateError(f"bnb-frontier tiles.{name}.bound must be a finite number")
         least = walk(space, decode_tree(entry["tree"], space.n), float(claimed))
+        if "root" in entry:     # a convex quadratic programming bound of the whole tile shape
+            root = entry_value(space.C, space.D, entry["root"], True, f"bnb-frontier tiles.{name}.root")
+            least = max(least, float(math.ceil(root)) if space.integral else float_down(root))
         for k, node in enumerate(entry.get("frontier") or []):
             stages, slots, value = _frontier_node(node, space, f"tiles.{name}.frontier[{k}]")
             derived = node_bound(space, stages, slots)

@@ -32,6 +32,8 @@ import numpy as np
 from wafopt.core.errors import CertificateError
 from wafopt.core.result import CERTIFICATE, Bound
 from wafopt.problems.certificates import dispatch, finite_numbers, float_down
+from wafopt.problems.placement import projected
+from wafopt.problems.placement.assignment import hungarian
 from wafopt.problems.placement.branch_bound import check_bnb_frontier
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 
@@ -56,48 +58,6 @@ def gilmore_lawler(C: np.ndarray, D: np.ndarray) -> np.ndarray:
     flows = np.sort(np.where(np.eye(n, dtype=bool), -np.inf, C), axis=1)[:, ::-1][:, :n - 1]   # (n, n-1)
     dists = np.sort(np.where(np.eye(m, dtype=bool), np.inf, D), axis=1)[:, :n - 1]             # (m, n-1)
     return flows @ dists.T
-
-
-def hungarian(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Minimum-cost assignment of rows to distinct columns (rows <= columns): shortest augmenting
-    paths with potentials (Hungarian method, O(n^2 m)). Returns (column of each row, row
-    potentials u, column potentials v <= 0) with u_i + v_k <= cost[i, k] up to rounding."""
-    n, m = cost.shape
-    INF = np.inf
-    u, v = np.zeros(n + 1), np.zeros(m + 1)
-    row_of = np.zeros(m + 1, dtype=int)          # row_of[col] (1-based rows, 0 = free)
-    way = np.zeros(m + 1, dtype=int)
-    for i in range(1, n + 1):
-        row_of[0] = i
-        j0 = 0
-        minv = np.full(m + 1, INF)
-        used = np.zeros(m + 1, dtype=bool)
-        while True:
-            used[j0] = True
-            i0 = row_of[j0]
-            free = ~used[1:]
-            reduced = cost[i0 - 1] - u[i0] - v[1:]
-            better = free & (reduced < minv[1:])
-            minv[1:][better] = reduced[better]
-            way[1:][better] = j0
-            cand = np.where(free, minv[1:], INF)
-            j1 = int(np.argmin(cand)) + 1
-            delta = cand[j1 - 1]
-            u[row_of[used]] += delta
-            v[used] -= delta
-            minv[1:][free] -= delta
-            j0 = j1
-            if row_of[j0] == 0:
-                break
-        while j0:
-            j1 = way[j0]
-            row_of[j0] = row_of[j1]
-            j0 = j1
-    col = np.zeros(n, dtype=int)
-    for j in range(1, m + 1):
-        if row_of[j]:
-            col[row_of[j] - 1] = j - 1
-    return col, u[1:], v[1:]
 
 
 def linear_assignment(cost: np.ndarray) -> tuple[float, np.ndarray]:
@@ -332,7 +292,38 @@ def rlt1_certificate(inst: PlacementInstance, duals_by_tile: dict[str, list[floa
     return Bound(check_rlt1(inst, data), CERTIFICATE, "rlt1", data)
 
 
-CHECKS = {"gilmore-lawler": check_gilmore_lawler, "rlt1": check_rlt1, "bnb-frontier": check_bnb_frontier}
+# --- projected eigenvalue (PB) and convex quadratic programming (QPB) bounds ----------------------
+
+def check_projected(inst: PlacementInstance, data: dict, quadratic: bool) -> float:
+    """min over the tile shapes of the bound each tile's entry proves (projected.py): PB, or with
+    a stored Frank-Wolfe point (qpb only) the linearization at that point; a tile beyond
+    MAX_SLOTS holds its Gilmore-Lawler bound. Each entry's `value` must re-derive."""
+    kind = "qpb" if quadratic else "projected-eigenvalue"
+    tiles = data.get("tiles")
+    if not isinstance(tiles, dict):
+        raise CertificateError(f"a {kind} certificate needs tiles: {{shape: {{value, point}}}}")
+    known = {tile_name(lay.tile): lay for lay in inst.layouts}
+    unknown = sorted(set(tiles) - set(known))
+    if unknown:
+        raise CertificateError(f"{kind} certificate for tile shape {unknown[0]}, which the instance does not use")
+    values = []
+    for name, lay in known.items():
+        entry = tiles.get(name)
+        where = f"{kind} tiles.{name}"
+        if not isinstance(entry, dict):
+            raise CertificateError(f"{where} is missing (a mapping with value)")
+        if len(lay.slots) > projected.MAX_SLOTS or inst.stages < 2:
+            value = gilmore_lawler_tile(inst, lay)
+            projected.check_close(entry.get("value"), float(value), f"{where}.value")
+        else:
+            value = projected.entry_value(inst.weights, lay.distance, entry, quadratic, where)
+        values.append(Fraction(math.ceil(value)) if integral(inst, lay) else value)
+    return float_down(min(values))
+
+
+CHECKS = {"gilmore-lawler": check_gilmore_lawler, "rlt1": check_rlt1, "bnb-frontier": check_bnb_frontier,
+          "projected-eigenvalue": lambda inst, data: check_projected(inst, data, False),
+          "qpb": lambda inst, data: check_projected(inst, data, True)}
 
 
 def check(instance, kind: str, data) -> float:

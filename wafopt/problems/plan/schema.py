@@ -69,6 +69,9 @@ class PlanDocument(schema.Document):
                  else resolve_cluster(self.cluster, at("cluster")))
         llm = resolve_llm(self.model, at("model"))
         training = parse_training(self.training, at("training"))
+        if llm.max_positions and training.seq > llm.max_positions:   # a learned table has no row beyond
+            raise InstanceError(f"sequence {training.seq} is longer than the model's {llm.max_positions} learned "
+                                "positions (model.max_positions)", schema.field_at(at("training"), "seq"))
         if self.parallel is None and "parallel" in self.model_fields_set:
             raise InstanceError("missing required field", at("parallel"))   # null: not a partial layout
         parallel, fixed = self.parallel.layout() if self.parallel is not None else (None, Fixed())

@@ -1,0 +1,176 @@
+"""Eigenvalue bounds of stage placement (docs/placement.md): the projected eigenvalue bound (`pb`)
+and the convex quadratic programming bound (`qpb`, Frank-Wolfe on the convex relaxation), each
+proven by a certificate that wafopt.problems.placement.projected re-derives.
+
+Frank-Wolfe minimizes f(X) = h(X - P) + <L', X> + constant over the doubly stochastic matrices
+(module doc of projected.py; h convex). Each step solves one assignment problem on the gradient
+(its vertex), steps to it by the exact line search of a quadratic, and evaluates the Frank-Wolfe
+lower bound f(X) + min_vertex <grad f(X), vertex - X>, valid at every X by convexity; the best
+one's X is the certificate's point.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from wafopt.core.budget import SolveOptions
+from wafopt.core.result import CERTIFICATE, Bound, MethodResult
+from wafopt.problems.certificates import float_down
+from wafopt.problems.placement.certificate import (
+    gilmore_lawler_tile,
+    integral,
+    tile_name,
+)
+from wafopt.problems.placement.fitness import Fitness
+from wafopt.problems.placement.instance import PlacementInstance
+from wafopt.problems.placement.projected import (
+    MAX_SLOTS,
+    Spectral,
+    spectral,
+    stored_point,
+    tile_matrices,
+    trace_bound,
+)
+
+QPB_STEPS = 3000          # Frank-Wolfe steps per tile shape without a time limit
+THETA_STEPS = 400         # Frank-Wolfe steps between two choices of theta
+THETA_ROUNDS = 4
+QPB_SHARE = 0.8           # of the time limit, for the Frank-Wolfe steps (the rest: the proof)
+
+
+def frank_wolfe(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, spec: Spectral, steps: int,
+                deadline: float | None = None, stopped=lambda: False, start: np.ndarray | None = None
+                ) -> tuple[float, np.ndarray | None, np.ndarray, dict]:
+    """(best Frank-Wolfe lower bound of min t(X) in floats, the point that gave it (None: the
+    start P, where the bound is PB), the last iterate, statistics)."""
+    m = A.shape[0]
+    S, T = spec.S, spec.T
+    linear = (2.0 / m) * np.outer(A.sum(axis=1), B.sum(axis=1)) + (0.0 if L is None else L)
+    constant = (np.trace(S) - S.sum() / m + np.trace(T) - T.sum() / m - A.sum() * B.sum() / m ** 2)
+    X = np.full((m, m), 1.0 / m)
+    WP = (A @ X @ B - S @ X - X @ T)            # W(X) = AXB - SX - XT; h's gradient is 2 W(X - P)
+    if start is not None:
+        X = start.copy()
+    WX = A @ X @ B - S @ X - X @ T
+    h = float(((X - 1.0 / m) * (WX - WP)).sum())
+    best, best_X, step = -math.inf, None, 0
+    for step in range(steps):
+        if stopped() or (deadline is not None and step % 16 == 0 and time.monotonic() >= deadline):
+            break
+        W = WX - WP
+        grad = 2 * W + linear
+        _, col = linear_sum_assignment(grad)
+        inverse = np.argsort(col)
+        value = h + float((linear * X).sum()) + constant
+        slope_to = float(grad[np.arange(m), col].sum())
+        lower = value + slope_to - float((grad * X).sum())
+        if lower > best:
+            best, best_X = lower, (None if step == 0 and start is None else X.copy())
+        W_vertex = A @ B[col] - S[:, inverse] - T[col]
+        d = -X
+        d[np.arange(m), col] += 1.0
+        Wd = W_vertex - WX
+        curvature = float((d * Wd).sum())
+        slope = slope_to - float((grad * X).sum())
+        if slope >= 0:
+            break
+        gamma = 1.0 if curvature <= 0 else min(1.0, -slope / (2 * curvature))
+        h += gamma * 2 * float((W * d).sum()) + gamma ** 2 * curvature
+        X += gamma * d
+        WX += gamma * Wd
+        if step % 64 == 63:     # against drift
+            h = float(((X - 1.0 / m) * (WX - WP)).sum())
+    return best, best_X, X, {"steps": step + 1}
+
+
+def qpb_search(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, spec: Spectral, steps: int,
+               deadline: float | None = None, stopped=lambda: False) -> tuple[float, np.ndarray | None, Spectral, dict]:
+    """Frank-Wolfe with the dual's shape (theta) chosen on the way: a short run, then theta
+    maximizing the relaxation at its last iterate (Spectral.better_theta), until theta settles
+    (at most THETA_ROUNDS), then the remaining steps from the last iterate."""
+    X, rounds = None, 0
+    for rounds in range(THETA_ROUNDS):
+        _, _, X, _ = frank_wolfe(A, B, L, spec, THETA_STEPS, deadline, stopped, X)
+        theta = spec.better_theta(X)
+        if np.array_equal(theta, spec.theta):
+            break
+        spec = spec.with_theta(theta)
+    best, best_X, _, info = frank_wolfe(A, B, L, spec, max(1, steps - (rounds + 1) * THETA_STEPS), deadline, stopped, X)
+    base, _, _, _ = frank_wolfe(A, B, L, spec, 1)          # PB, at P: kept if Frank-Wolfe did not beat it
+    if base >= best:
+        best, best_X = base, None
+    return best, best_X, spec, {**info, "theta_rounds": rounds + 1}
+
+
+def _tile_bounds(inst: PlacementInstance, options: SolveOptions, quadratic: bool) -> tuple[dict, dict]:
+    """Per tile shape: the certificate entry and statistics."""
+    started = time.monotonic()
+    layouts = inst.layouts
+    tiles, stats, proven = {}, {}, []
+    best_plan, best_value = None, math.inf
+    for position, lay in enumerate(layouts):
+        name = tile_name(lay.tile)
+        tick = time.monotonic()
+        if len(lay.slots) > MAX_SLOTS or inst.stages < 2:   # the convexity proof would be too large
+            value = gilmore_lawler_tile(inst, lay)
+            tiles[name] = {"value": float(value), "from": "gilmore-lawler"}
+            stats[name] = {"bound": float(value), "from": "gilmore-lawler"}
+            proven.append(value)
+            continue
+        A, B = tile_matrices(inst.weights, lay.distance)
+        spec = spectral(A, B)
+        entry, info = {}, {}
+        point = None
+        if quadratic:
+            left = options.remaining(started)
+            deadline = None if left is None else time.monotonic() + QPB_SHARE * left / (len(layouts) - position)
+            fw, point, spec, info = qpb_search(A, B, None, spec, QPB_STEPS, deadline, options.stopped)
+            info["frank_wolfe_bound"] = fw / 2
+            if point is not None:
+                entry["theta"] = spec.theta.tolist()
+                entry["point"] = stored_point(point)
+                point = np.array(entry["point"]).reshape(A.shape)
+        # a plan, so that the bound comes with a certified gap: the point (or the linear term at P)
+        # rounded to the nearest permutation
+        rounding = -point if point is not None else (2.0 / len(A)) * np.outer(A.sum(axis=1), B.sum(axis=1))
+        col = linear_sum_assignment(rounding)[1][:inst.stages]
+        objective = Fitness(inst, lay).one(col)
+        if objective < best_value:
+            best_plan, best_value = lay.plan(col), objective
+        value = trace_bound(A, B, None, spec, point) / 2
+        entry["value"] = float(value)
+        tiles[name] = entry
+        proven.append(Fraction(math.ceil(value)) if integral(inst, lay) else value)
+        stats[name] = {"bound": float(math.ceil(value)) if integral(inst, lay) else float(value),
+                       "time_s": round(time.monotonic() - tick, 3), **info}
+        options.progress(f"{'qpb' if quadratic else 'pb'} tile {name}: bound {stats[name]['bound']:.10g}", force=True)
+    return tiles, stats, proven, best_plan
+
+
+def eigenvalue_bound(inst: PlacementInstance, options: SolveOptions, quadratic: bool) -> MethodResult:
+    """PB, or QPB, the least over tile shapes, with its certificate; the plan (as glb's) is only the
+    rounding of the bound's point, feasible and not optimized, so that the file certifies a gap."""
+    started = time.monotonic()
+    tiles, stats, proven, plan = _tile_bounds(inst, options, quadratic)
+    kind = "qpb" if quadratic else "projected-eigenvalue"
+    data = {"tiles": tiles}
+    value = float_down(min(proven)) if proven else None   # as check_projected re-derives it
+    bound = Bound(value, CERTIFICATE, kind, data) if value is not None else None
+    name = ("convex quadratic programming bound (Anstreicher-Brixius), Frank-Wolfe" if quadratic
+            else "projected eigenvalue bound (Hadley-Rendl-Wolkowicz)")
+    return MethodResult(plan, "feasible" if plan is not None else "unknown", bound, f"wafopt {name}",
+                        stats={"layouts": stats, "time_s": round(time.monotonic() - started, 3)})
+
+
+def pb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
+    return eigenvalue_bound(inst, options, quadratic=False)
+
+
+def qpb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
+    return eigenvalue_bound(inst, options, quadratic=True)
+

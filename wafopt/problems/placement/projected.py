@@ -1,0 +1,360 @@
+"""Eigenvalue bounds of stage placement: the projected eigenvalue bound (PB; Hadley, Rendl and
+Wolkowicz, "A new lower bound via projection for the quadratic assignment problem", 1992) and the
+convex quadratic programming bound (QPB; Anstreicher and Brixius, "A new bound for the quadratic
+assignment problem based on convex quadratic programming", 2001), with their rigorous checks.
+
+The quadratic assignment problem on one tile shape, in trace form: m usable slots, the stages
+padded to m with dummy stages of zero flow (so free slots are assignments to dummies),
+A = C padded (m x m), B = D (m x m), a linear cost L (m x m; zero at the root, the cost of
+talking to fixed stages inside branch and bound), and a permutation matrix X:
+
+    trace objective  t(X) = tr(A X B X^T) + <L, X>,   base objective = t(X) / 2 (+ fixed part).
+
+Projection: with P = ee^T/m and Q = I - P, every permutation has X = P + Z, Z = QXQ, and
+Z Z^T = Z^T Z = Q. Hence, for ANY symmetric S and T,
+
+    t(X) = h(Z) + tr(SQ) + tr(TQ) + <L + (2/m) r s^T, X> - (e^T A e)(e^T B e)/m^2,
+    h(Z) = <Z, AZB - SZ - ZT>,   r = Ae, s = Be.
+
+If h + mu ||.||_F^2 is convex on the subspace {QZQ} (checked, see `convexity_margin`), then for any
+point X0 (Z0 = QX0Q) the linearization of h + mu||.||^2 at Z0 is below it, and ||Z||^2 = m - 1 on
+permutations, so every permutation satisfies
+
+    t(X) >= -h(Z0) - mu (||Z0||^2 + m - 1) + tr(SQ) + tr(TQ) - (e^T A e)(e^T B e)/m^2
+            + LAP(Q (2 (A Z0 B - S Z0 - Z0 T) + 2 mu Z0) Q + L + (2/m) r s^T).
+
+S and T are built from the eigenvectors of the projected matrices and an optimal dual (s_i + t_j
+<= alpha_i beta_j) of the minimal scalar product of their eigenvalues, so h is convex (up to
+rounding) and with Z0 = 0 the right-hand side is PB. QPB is the same inequality at the point X0
+where Frank-Wolfe on the convex relaxation min_{X doubly stochastic} [h(X - P) + ...] got its best
+lower bound; the Frank-Wolfe lower bound at X0 is exactly this right-hand side (mu = 0).
+
+What the checker proves, from the instance and the stored point alone: S and T are recomputed
+from the instance (any symmetric matrices are valid); mu is proven by a floating-point Cholesky
+factorization of h + mu||.||^2 in the rational basis V = [I; -e^T] of the subspace, with the
+backward error bound of Cholesky and an entrywise bound on the error of forming the matrix; the
+constant and the LAP are evaluated exactly (floats are integers over powers of two), the LAP by
+weak duality of float potentials. Every stored number is checked: the stored value of each tile
+must agree with the re-derived one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from wafopt.core.errors import CertificateError
+from wafopt.core.numeric import close
+from wafopt.problems.placement.assignment import hungarian
+
+MAX_SLOTS = 64          # beyond this (the convexity check is an (m-1)^2 Cholesky) a tile keeps its GL bound
+THETA_INERT = 1e-6      # a theta entry whose step weight is below this share of the largest is inert
+POINT_DIGITS = 12       # significant digits of a stored Frank-Wolfe point
+UNIT = 2.0 ** -53       # unit roundoff of binary64
+
+
+def gamma(k: int) -> float:
+    """Higham's gamma_k = k u / (1 - k u), slightly inflated for its own rounding."""
+    return k * UNIT / (1 - k * UNIT) * (1 + 1e-6)
+
+
+def padded(C: np.ndarray, m: int) -> np.ndarray:
+    A = np.zeros((m, m))
+    A[:C.shape[0], :C.shape[0]] = C
+    return A
+
+
+# --- S and T from the projected eigen-decompositions -----------------------------------------------
+
+def projection_basis(m: int) -> np.ndarray:
+    """An orthonormal basis (m x m-1) of the vectors orthogonal to e."""
+    q, _ = np.linalg.qr(np.concatenate([np.ones((m, 1)), np.eye(m)[:, :m - 1]], axis=1))
+    return q[:, 1:]
+
+
+@dataclass
+class Spectral:
+    """Eigen-data of one (A, B) and the S, T they give (floats, not proven: the checker proves
+    whatever S, T come out). theta (m - 2 numbers in [0, 1]) picks the optimal dual of the
+    minimal scalar product (`scalar_product_duals`); it does not change PB but shapes QPB."""
+
+    alpha: np.ndarray      # eigenvalues of the projected A (ascending)
+    beta: np.ndarray       # of the projected B, paired with alpha (descending)
+    WA: np.ndarray         # their eigenvectors in R^m (orthogonal to e)
+    WB: np.ndarray
+    theta: np.ndarray
+    S: np.ndarray = None
+    T: np.ndarray = None
+
+    def __post_init__(self):
+        s, t = scalar_product_duals(self.alpha, self.beta, self.theta)
+        S, T = (self.WA * s) @ self.WA.T, (self.WB * t) @ self.WB.T
+        self.S, self.T = (S + S.T) / 2, (T + T.T) / 2
+
+    @property
+    def step_weight(self) -> np.ndarray:
+        """How much each theta_k moves S and T: (beta_k - beta_{k+1}) (alpha_{k+1} - alpha_k)."""
+        return (self.beta[:-1] - self.beta[1:]) * np.diff(self.alpha)
+
+    @property
+    def inert(self) -> np.ndarray:
+        """The theta_k that change S and T by no more than rounding: canonically 1."""
+        weight = self.step_weight
+        return weight <= THETA_INERT * max(float(weight.max(initial=0.0)), 1e-300)
+
+    def canonical(self, theta: np.ndarray) -> np.ndarray:
+        return np.where(self.inert, 1.0, theta)
+
+    def check_theta(self) -> None:
+        """A stored theta is 0 or 1 everywhere and 1 where it is inert, so that every change of it
+        changes the bound it proves (and is caught by the value check)."""
+        if not np.all((self.theta == 0) | (self.theta == 1)):
+            raise CertificateError("theta entries must be 0 or 1")
+        if not np.all(self.theta[self.inert] == 1):
+            raise CertificateError("theta is not canonical: an entry that does not move S and T must be 1")
+
+    def with_theta(self, theta: np.ndarray) -> Spectral:
+        return Spectral(self.alpha, self.beta, self.WA, self.WB, np.asarray(theta, dtype=float))
+
+    def better_theta(self, X: np.ndarray) -> np.ndarray:
+        """The theta that maximizes the relaxation's objective at X (it is linear in theta): in the
+        eigenbases h(Z) = sum_ij (alpha_i beta_j - s_i - t_j) Yhat_ij^2, and raising step k of s
+        moves weight from the rows after k to the columns after k."""
+        Y2 = np.square(self.WA.T @ X @ self.WB)
+        rows = np.cumsum(Y2.sum(axis=1)[::-1])[::-1][1:]
+        cols = np.cumsum(Y2.sum(axis=0)[::-1])[::-1][1:]
+        return self.canonical((rows > cols).astype(float))
+
+
+def spectral(A: np.ndarray, B: np.ndarray, theta=None) -> Spectral:
+    m = A.shape[0]
+    V = projection_basis(m)
+    alpha, UA = np.linalg.eigh(V.T @ A @ V)
+    beta, UB = np.linalg.eigh(V.T @ B @ V)
+    theta = np.ones(max(m - 2, 0)) if theta is None else np.asarray(theta, dtype=float)
+    if theta.shape != (max(m - 2, 0),):
+        raise CertificateError(f"theta must hold {max(m - 2, 0)} numbers")
+    return Spectral(alpha, beta[::-1], V @ UA, V @ UB[:, ::-1], theta)
+
+
+def scalar_product_duals(alpha: np.ndarray, beta: np.ndarray, theta) -> tuple[np.ndarray, np.ndarray]:
+    """An optimal dual of the assignment LP on c_ij = alpha_i beta_j (alpha ascending, beta
+    descending: c is Monge and the identity is optimal). Tight on the diagonal, t_j = c_jj - s_j;
+    feasible when each step s_{i+1} - s_i lies in [beta_{i+1}, beta_i] (alpha_{i+1} - alpha_i): the
+    point theta_i of the way. t is then lowered where rounding left a violated pair."""
+    step = (theta * beta[1:] + (1 - theta) * beta[:-1]) * np.diff(alpha)
+    s = np.concatenate([[0.0], np.cumsum(step)])
+    c = np.outer(alpha, beta)
+    t = np.minimum(np.diag(c) - s, (c - s[:, None]).min(axis=0))
+    return s, t
+
+
+# --- the convexity margin mu (proven) -------------------------------------------------------------
+
+def _in_basis(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """V^T M V for V = [I; -e^T] (entries M_ij - M_ik - M_kj + M_kk, k the last index), with an
+    entrywise bound on its rounding error."""
+    a, col, row, corner = M[:-1, :-1], M[:-1, -1:], M[-1:, :-1], M[-1, -1]
+    out = ((a - col) - row) + corner
+    err = gamma(3) * (np.abs(a) + np.abs(col) + np.abs(row) + abs(corner))
+    return out, err
+
+
+def convexity_margin(A: np.ndarray, B: np.ndarray, S: np.ndarray, T: np.ndarray) -> float:
+    """A proven mu >= 0 with h + mu ||.||_F^2 convex on {QZQ}: the quadratic form in the basis V,
+    K = Bv (x) Av - G (x) Sv - Tv (x) G with G = V^T V = I + ee^T, plus mu G (x) G (the norm),
+    has a floating-point Cholesky factor R. Then fl(K + mu G(x)G) + E = R^T R with
+    |E| <= gamma_{2N} |R^T||R| (Cholesky backward error; Demmel 1989, Higham 2002 Thm 10.3, the
+    constant doubled for blocked codes), so lambda_min >= -gamma_{2N} ||R||_F^2 - ||F||_F, F the
+    entrywise-bounded error of forming fl(K); and G (x) G >= I absorbs that into mu."""
+    m = A.shape[0]
+    if m < 2:
+        return 0.0
+    Av, eA = _in_basis(A)
+    Bv, eB = _in_basis(B)
+    Sv, eS = _in_basis(S)
+    Tv, eT = _in_basis(T)
+    G = np.eye(m - 1) + 1.0
+    K = np.kron(Bv, Av) - np.kron(G, Sv) - np.kron(Tv, G)
+    F = (gamma(5) * (np.kron(np.abs(Bv), np.abs(Av)) + np.kron(G, np.abs(Sv)) + np.kron(np.abs(Tv), G))
+         + np.kron(np.abs(Bv) + eB, eA) + np.kron(eB, np.abs(Av)) + np.kron(G, eS) + np.kron(eT, G))
+    GG = np.kron(G, G)
+    scale = max(float(np.abs(K).max()), 1e-300)
+    N = (m - 1) ** 2
+    mu = 0.0
+    for attempt in range(40):
+        try:
+            R = np.linalg.cholesky(K + mu * GG)
+            break
+        except np.linalg.LinAlgError:
+            mu = 2.0 ** math.ceil(math.log2(scale * 1e-12)) if mu == 0 else mu * 16
+    else:   # not even nearly convex (cannot happen with spectral S, T): no certificate
+        raise CertificateError("the projected quadratic form is not convex")
+    # forming mu G(x)G is exact (mu a power of two, G entries 1 and 2); K + mu GG adds one rounding
+    F = F + gamma(1) * np.abs(K + mu * GG)
+    chol = gamma(2 * N + 2) * float(np.square(R).sum())
+    error = (chol + math.sqrt(float(np.square(F).sum()))) * (1 + 1e-6) + 1e-300
+    return mu + error
+
+
+# --- exact arithmetic on float matrices -----------------------------------------------------------
+
+@dataclass
+class Exact:
+    """A rational matrix: integer numerators (object array) over one positive integer denominator."""
+
+    num: np.ndarray
+    den: int
+
+    @staticmethod
+    def of(M) -> Exact:
+        """Floats exactly: each is an integer times a power of two."""
+        M = np.asarray(M, dtype=float)
+        mant, exp = np.frexp(M)
+        ints = (mant * 2.0 ** 53).astype(np.int64)
+        nonzero = ints != 0
+        low = int((exp - 53)[nonzero].min()) if nonzero.any() else 0
+        shift = np.where(nonzero, exp - 53 - low, 0)
+        num = np.array([int(i) << int(k) for i, k in zip(ints.ravel(), shift.ravel())], dtype=object)
+        num = num.reshape(M.shape)
+        return Exact(num, 1 << -low) if low < 0 else Exact(num * (1 << low), 1)
+
+    @staticmethod
+    def ints(M) -> Exact:
+        return Exact(np.array([[int(x) for x in row] for row in np.asarray(M)], dtype=object), 1)
+
+    def __matmul__(self, other: Exact) -> Exact:
+        return Exact(self.num.dot(other.num), self.den * other.den)
+
+    def __add__(self, other: Exact) -> Exact:
+        if self.den == other.den:
+            return Exact(self.num + other.num, self.den)
+        return Exact(self.num * other.den + other.num * self.den, self.den * other.den)
+
+    def __sub__(self, other: Exact) -> Exact:
+        return self + Exact(-other.num, other.den)
+
+    def scaled(self, factor: Fraction) -> Exact:
+        factor = Fraction(factor)
+        return Exact(self.num * factor.numerator, self.den * factor.denominator)
+
+    def inner(self, other: Exact) -> Fraction:
+        return Fraction(int((self.num * other.num).sum()), self.den * other.den)
+
+    def trace(self) -> Fraction:
+        return Fraction(int(np.trace(self.num)), self.den)
+
+    def total(self) -> Fraction:
+        return Fraction(int(self.num.sum()), self.den)
+
+    def floats(self) -> np.ndarray:
+        return np.array([float(Fraction(int(x), self.den)) for x in self.num.ravel()]).reshape(self.num.shape)
+
+
+def assignment_lower(cost: Exact) -> Fraction:
+    """A lower bound of min over permutations of <cost, X>, exactly: the Lagrangian value
+    sum u + sum v + sum min(0, cost - u_i - v_k) of float potentials u, v (valid for any u, v;
+    near-optimal ones from the LP dual of the float problem)."""
+    approx = cost.floats()
+    u, v = lap_potentials(approx)
+    prices = Exact.of(np.concatenate([u, v]))
+    m = len(u)
+    pu, pv = prices.num[:m], prices.num[m:]
+    reduced = cost.num * prices.den - cost.den * (pu[:, None] + pv[None, :])
+    negative = int(np.where(reduced < 0, reduced, 0).sum())
+    return Fraction(int(pu.sum() + pv.sum()), prices.den) + Fraction(negative, cost.den * prices.den)
+
+
+def lap_potentials(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Optimal dual potentials of a square assignment problem (the Hungarian method's)."""
+    _, u, v = hungarian(cost)
+    return u, v
+
+
+# --- the bound of one point ------------------------------------------------------------------------
+
+def trace_bound(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, spec: Spectral,
+                point: np.ndarray | None) -> Fraction:
+    """The proven lower bound (module doc) of min t(X) at `point` (None: PB, Z0 = 0)."""
+    m = A.shape[0]
+    if m < 2:
+        return Fraction(0) if L is None or m == 0 else Fraction(float(L[0, 0]))
+    mu = Fraction(convexity_margin(A, B, spec.S, spec.T))
+    Ae, Be, Se, Te = Exact.of(A), Exact.of(B), Exact.of(spec.S), Exact.of(spec.T)
+    e = np.ones((m, 1), dtype=object)
+    r, s = Exact(Ae.num.dot(e), Ae.den), Exact(Be.num.dot(e), Be.den)
+    linear = (r @ Exact(s.num.T, s.den)).scaled(Fraction(2, m))
+    if L is not None:
+        linear = linear + Exact.of(L)
+    trQ = lambda M: M.trace() - M.total() / m                   # noqa: E731  tr(MQ)
+    constant = trQ(Se) + trQ(Te) - Ae.total() * Be.total() / (m * m) - mu * (m - 1)
+    if point is None:
+        return constant + assignment_lower(linear)
+    Q = Exact(np.eye(m, dtype=int).astype(object) * m - 1, m)
+    Z = Q @ Exact.of(point) @ Q
+    W = Ae @ Z @ Be - Se @ Z - Z @ Te
+    h, norm = Z.inner(W), Z.inner(Z)
+    gradient = Q @ (W.scaled(2) + Z.scaled(2 * mu)) @ Q
+    return constant - h - mu * norm + assignment_lower(gradient + linear)
+
+
+def stored_point(X: np.ndarray) -> list[float]:
+    return [float(f"{x:.{POINT_DIGITS}g}") for x in np.asarray(X, dtype=float).ravel()]
+
+
+# --- fast float PB (search), not proven -------------------------------------------------------------
+
+def pb_float(A: np.ndarray, B: np.ndarray, L: np.ndarray | None = None) -> float:
+    """PB of the trace objective in floats: <alpha, beta>_- + LAP(L + 2/m r s^T) - constant."""
+    m = A.shape[0]
+    if m < 2:
+        return 0.0 if L is None else float(L.min())
+    V = projection_basis(m)
+    alpha = np.linalg.eigvalsh(V.T @ A @ V)
+    beta = np.linalg.eigvalsh(V.T @ B @ V)[::-1]
+    cost = (2.0 / m) * np.outer(A.sum(axis=1), B.sum(axis=1))
+    if L is not None:
+        cost = cost + L
+    row, col = linear_sum_assignment(cost)
+    return float(alpha @ beta + cost[row, col].sum() - A.sum() * B.sum() / m ** 2)
+
+
+def tile_matrices(C: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(A, B) of one tile shape: C padded with dummy stages to the m slots, and D."""
+    if not np.array_equal(D, D.T):
+        raise CertificateError("the eigenvalue bounds need symmetric distances")
+    return padded(C, D.shape[0]), D
+
+
+def check_close(stored, derived: float, where: str) -> None:
+    if not isinstance(stored, (int, float)) or isinstance(stored, bool) or not math.isfinite(stored):
+        raise CertificateError(f"{where} must be a finite number")
+    if not close(float(stored), derived):
+        raise CertificateError(f"{where} is {stored!r}, but re-derives as {derived!r}")
+
+
+def entry_value(C: np.ndarray, D: np.ndarray, entry, quadratic: bool, where: str) -> Fraction:
+    """The bound (base objective) one tile's certificate entry proves, re-derived; its stored
+    `value` must agree. PB: {value}; QPB: {value, theta, point} or {value} (then PB)."""
+    from wafopt.problems.certificates import finite_numbers
+
+    if not isinstance(entry, dict):
+        raise CertificateError(f"{where} must be a mapping with value")
+    m = D.shape[0]
+    point, theta = None, None
+    if "point" in entry or "theta" in entry:
+        if not quadratic:
+            raise CertificateError(f"{where}: a projected-eigenvalue bound has no point")
+        point = np.array(finite_numbers(entry, "point", m * m, f"{where}.")).reshape(m, m)
+        theta = finite_numbers(entry, "theta", max(m - 2, 0), f"{where}.")
+    A, B = tile_matrices(C, D)
+    spec = spectral(A, B, theta)
+    if theta is not None:
+        spec.check_theta()
+    value = trace_bound(A, B, None, spec, point) / 2
+    check_close(entry.get("value"), float(value), f"{where}.value")
+    return value
