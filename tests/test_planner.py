@@ -393,6 +393,32 @@ def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
     assert count == 1000 and splits > 100 and sizes > 0, (splits, sizes)
 
 
+def test_the_least_communication_is_never_above_a_plans_exposed_communication():
+    """The plan bound's communication terms (wafopt.costmodel.network: each collective one hop
+    per ring step without contention, the DP reduction likewise) against the evaluator's exposed
+    TP communication and DP all-reduce of every stage of random feasible plans, faulty wafer
+    included."""
+    from wafopt.costmodel.network import least_blocks_comm_s, least_dp_allreduce_s
+
+    checked = 0
+    for scenario, par, size, plan, objective, bound in random_feasible_plans(150, seed=11):
+        details = evaluate("plan", scenario, plan).details
+        sp = plan.get("sequence_parallel")
+        choice = Choice(par, schemes=details["tp_scheme"], micro_batch=size, sequence_parallel=sp)
+        first = 0
+        for i, row in enumerate(details["stages"]):
+            st = scenario.stage_workload(choice, i, first, row["layers"])
+            first += row["layers"]
+            least = least_blocks_comm_s(st.forward, scenario.wafer) + min(
+                least_blocks_comm_s(st.backward, scenario.wafer),
+                least_blocks_comm_s(st.backward_after_full, scenario.wafer))
+            assert at_most(least, row["tp_comm_s"]), (par, i, least, row["tp_comm_s"])
+            dp_least = least_dp_allreduce_s(par.dp, st.grad_bytes, st.dp_gather_bytes, scenario.wafer)
+            assert at_most(dp_least, row["dp_allreduce_s"]), (par, i, dp_least, row["dp_allreduce_s"])
+            checked += (least > 0) + (dp_least > 0)
+    assert checked > 50   # the terms are not all zero
+
+
 @pytest.mark.slow
 def test_no_random_feasible_plan_is_below_the_certified_layout_bound_long():
     for scenario, par, size, plan, objective, bound in random_feasible_plans(5000, seed=11):
