@@ -29,6 +29,7 @@ from wafopt.solvers.backends import (
     solve_pyomo,
 )
 from wafopt.solvers.backends import solve_cpsat as run_cpsat
+from wafopt.solvers.reported import Reported
 
 # --- shared -----------------------------------------------------------------------------------------
 
@@ -207,7 +208,7 @@ def solve_cpsat(inst: MemPairInstance, options: SolveOptions) -> MethodResult:
             model.AddHint(var, chunks.get(key, 0))
             if key in u:
                 model.AddHint(u[key], 1 if chunks.get(key, 0) > 0 else 0)
-    out, solver = run_cpsat(model, options,
+    out, solver = run_cpsat(model, options, reported=Reported(scale=1 / inst.chunk),   # chunk-hops
                             on_solution=lambda cb: options.incumbent(plan_of(inst, decode_cpsat(cb, y))))
     if out.status == "infeasible":
         return MethodResult(None, "infeasible", None, out.solver, out.message)

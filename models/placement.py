@@ -58,6 +58,7 @@ from wafopt.solvers.backends import (
     stop_highs_when_stopped,
     time_left,
 )
+from wafopt.solvers.reported import Reported, expect_parts, report
 
 EDGE_LINEARIZATION_MAX_VARS = 60_000  # above this the MILP uses the compact Manhattan model
 CPSAT_SCALE_DIGITS = 9                # volumes are scaled by 10^k (k <= 9) to integers when exact
@@ -121,6 +122,9 @@ def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, so
     started = time.monotonic()
     best_value, best_base, best_plan, bounds, statuses, stats = np.inf, np.inf, None, [], [], {}
     layouts = inst.layouts
+    gilmore = [gilmore_lawler(inst.weights, lay.distance) for lay in layouts]
+    gl_values = [linear_assignment(L)[0] / 2 for L in gilmore]
+    expect_parts(options, {lay.tile: value for lay, value in zip(layouts, gl_values)})   # progress: bound per tile
 
     def keep(lay, fit, perm):
         nonlocal best_value, best_base, best_plan
@@ -129,13 +133,12 @@ def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, so
             best_value, best_base = value, float(fit.base(perm[None, :inst.stages])[0])
             best_plan = lay.plan(perm[:inst.stages])
             options.incumbent(best_plan)
+            report(options, "placement", incumbent=best_value)
 
-    for k, lay in enumerate(layouts):
+    for k, (lay, L, glb_value) in enumerate(zip(layouts, gilmore, gl_values)):
         remaining = options.remaining(started)
         share = None if remaining is None else max(0.5, remaining / (len(layouts) - k))
         fit = Fitness(inst, lay)
-        L = gilmore_lawler(inst.weights, lay.distance)
-        glb_value = linear_assignment(L)[0] / 2
         keep(lay, fit, np.array(lay.order(True)))   # a plan at once, for a Ctrl-C during the start search
         start = start_perm(inst, lay, fit, options, search)
         keep(lay, fit, start)
@@ -148,6 +151,7 @@ def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, so
                 perm = search.polish(fit, perm, options)   # the model ignores routing conflicts
             keep(lay, fit, perm)
         bounds.append(bound)
+        report(options, "placement", bound=bound, part=lay.tile)
         statuses.append(status)
         stats[f"{lay.tile[0]}x{lay.tile[1]}"] = {"status": status, "bound": float(bound), "gl_bound": glb_value}
     bound = min(bounds)
@@ -242,7 +246,9 @@ def milp(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | N
             return None, "unknown", None
         start = canonical(lay.symmetries, start, M._anchor)
         warm_start_milp(M, lay, start, n)
-        out = solve_pyomo(M, options, warm_start=True, time_limit=limit)
+        # the base objective bounds the tile's Eq. 2 objective; with Mem_pairs its incumbent is not a plan's
+        out = solve_pyomo(M, options, warm_start=True, time_limit=limit,
+                          reported=Reported(incumbent=not inst.pairs, part=lay.tile))
         perm = decode_milp(M, n, m) if out.has_solution else None
         # every objective is a whole number of 1/grid units: round the bound up to that grid
         bound = out.bound if out.bound is None or grid is None else integral_bound(out.bound, grid)
@@ -450,14 +456,14 @@ def cpsat(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | 
             used = [int(values.Value(slot[i])) for i in range(n)]
             return np.array(used + [k for k in range(m) if k not in set(used)])
 
-        objective = "Eq. 2" if conflicts is not None else "base"
-
         def on_solution(cb):
             options.incumbent(lay.plan(decode(cb)[:n]))
-            options.progress(f"cp-sat tile {lay.tile[0]}x{lay.tile[1]}, {objective} objective: incumbent "
-                             f"{cb.ObjectiveValue() / scale:.6g}, bound {cb.BestObjectiveBound() / scale:.6g}")
 
-        out, solver = solve_cpsat(model, options, on_solution=on_solution, time_limit=limit)
+        # integer volumes x scale; the base model (Mem_pairs, phase 1) and floored volumes bound the
+        # tile's Eq. 2 objective but their incumbents are not a plan's
+        full = conflicts is not None or not inst.pairs
+        reported = Reported(scale=scale, incumbent=full and volumes.exact, part=lay.tile)
+        out, solver = solve_cpsat(model, options, on_solution=on_solution, time_limit=limit, reported=reported)
         return (decode(solver) if out.has_solution else None), out
 
     def solve_one(lay, fit, L, start, limit):

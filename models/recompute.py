@@ -20,6 +20,7 @@ from wafopt.problems.recompute.instance import RecomputeInstance
 from wafopt.problems.recompute.plans import plan_of
 from wafopt.solvers.backends import cpsat_version, milp_method, milp_solver_name
 from wafopt.solvers.backends import solve_cpsat as run_cpsat
+from wafopt.solvers.reported import Reported
 
 # --- shared -----------------------------------------------------------------------------------
 
@@ -190,7 +191,11 @@ def solve_cpsat(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
         for (i, j), var in x.items():
             model.AddHint(var, start["x"][i][j])
         options.incumbent(start)
-    out, solver = run_cpsat(model, options,
+    # the model leaves out sum_i T0_i and counts time in 1/time_scale units; rounded time data
+    # make its incumbents underestimates, rounded memory its bound no bound of the instance
+    reported = Reported(scale=float(data["time_scale"]), offset=sum(data["T0"]),
+                        incumbent=data["exact_time"], bound=data["exact_mem"])
+    out, solver = run_cpsat(model, options, reported=reported,
                             on_solution=lambda cb: options.incumbent(decode_cpsat(cb, x, inst)))
     if out.status == "infeasible":
         if data["exact_mem"]:

@@ -19,6 +19,7 @@ from wafopt.problems.routing.evaluate import evaluate
 from wafopt.problems.routing.plans import routes_plan, xy_routes
 from wafopt.solvers.backends import solve_cpsat as run_cpsat
 from wafopt.solvers.backends import solve_pyomo
+from wafopt.solvers.reported import Reported
 
 VOLUME_DIGITS = 6  # CP-SAT: volumes scale exactly when they have at most this many decimals
 
@@ -150,7 +151,8 @@ def solve_milp(instance, options: SolveOptions) -> MethodResult:
     data = build_data(instance)
     model = build_milp(data)
     warm_start_milp(model, data, start)
-    outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining(started))
+    outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining(started),
+                          reported=Reported(scale=data.bandwidth / max(data.volume)))   # loads in largest volumes
     routes = decode_milp(model, data) if outcome.has_solution else start
     bound = None if outcome.bound is None else outcome.bound * max(data.volume) / data.bandwidth
     grid = decimal_scale(data.volume, max_digits=VOLUME_DIGITS, limit=math.inf)
@@ -217,9 +219,10 @@ def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
 
     def on_solution(cb):
         options.incumbent(routes_plan(decode_cpsat(data, use, cb.Value)))
-        options.progress(f"cp-sat incumbent {cb.ObjectiveValue() / float(scale) / data.bandwidth:g}")
 
-    outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started))
+    # loads in integer volumes x scale; floored volumes make incumbents underestimates
+    reported = Reported(scale=float(scale) * data.bandwidth, incumbent=is_exact)
+    outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started), reported=reported)
     routes = decode_cpsat(data, use, solver.Value) if outcome.has_solution else start
     # an integer model objective: its bound rounded up, then in evaluator units
     bound = None if outcome.bound is None else \

@@ -9,13 +9,6 @@ from __future__ import annotations
 
 import time
 
-from wafopt.core.budget import SolveOptions
-from wafopt.core.numeric import integral_floor
-from wafopt.core.result import MethodResult
-from wafopt.hardware.mesh import Die
-from wafopt.problems.tatp.plans import groups_plan
-from wafopt.solvers.backends import cpsat_version, milp_solver_name, solve_pyomo
-from wafopt.solvers.backends import solve_cpsat as run_cpsat
 from wafopt.models.tatp_rings import (
     COMPLETE_S,
     ColumnSearch,
@@ -31,6 +24,15 @@ from wafopt.models.tatp_rings import (
     solve_columns_cpsat,
     solve_columns_milp,
 )
+
+from wafopt.core.budget import SolveOptions
+from wafopt.core.numeric import integral_floor
+from wafopt.core.result import MethodResult
+from wafopt.hardware.mesh import Die
+from wafopt.problems.tatp.plans import groups_plan
+from wafopt.solvers.backends import cpsat_version, milp_solver_name, solve_pyomo
+from wafopt.solvers.backends import solve_cpsat as run_cpsat
+from wafopt.solvers.reported import SILENT
 
 
 # --- CP-SAT -------------------------------------------------------------------------------------------
@@ -112,7 +114,7 @@ def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None,
     from the rest."""
     data = build_data(instance, instance.lower_bound)  # arcs with hops <= floor only
     model, v = build_cpsat(data, packing=True)
-    outcome, solver = run_cpsat(model, options, None, time_limit)
+    outcome, solver = run_cpsat(model, options, None, time_limit, reported=SILENT)   # counts rings, maximizes
     mapping = None
     if outcome.has_solution and complete is not None:
         packed = [ring for ring in decode_cpsat(data, v, solver.Value) if ring]
@@ -157,7 +159,6 @@ def circuit_cpsat(instance, options: SolveOptions, started: float, search: Colum
 
     def on_solution(cb):
         options.incumbent(groups_plan(decode_cpsat(data, v, cb.Value)))
-        options.progress(f"cp-sat incumbent {cb.ObjectiveValue():g}, bound {cb.BestObjectiveBound():g}")
 
     outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started))
     groups = decode_cpsat(data, v, solver.Value) if outcome.has_solution else start

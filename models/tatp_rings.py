@@ -22,6 +22,7 @@ from wafopt.problems.tatp.evaluate import evaluate, read_groups
 from wafopt.problems.tatp.plans import groups_plan, snake_groups, total_cost
 from wafopt.solvers.backends import solve_cpsat as run_cpsat
 from wafopt.solvers.backends import solve_pyomo
+from wafopt.solvers.reported import Reported
 
 # Completes a partial mapping: (mesh, rings, G, N, floor, deadline) -> G rings. Injected by
 # wafopt.compose.methods (the tiles repair of wafopt.heuristics.tatp); without it, relaxed
@@ -32,6 +33,9 @@ MAX_COLUMNS = 150_000     # ring-column model: most enumerated rings before fall
 MAX_ENUM_NODES = 3_000_000  # DFS nodes of one ring enumeration before falling back
 FEW_COLUMNS = 2_000       # a stage with fewer rings is skipped for the next threshold's ...
 NEXT_COLUMNS = 30_000     # ... when that one has at most this many
+# the column models' wildcard rings cost at least K + 1 each: their objective bounds a plan's, their
+# incumbents are not plans (the search completes them)
+COLUMNS = Reported(incumbent=False)
 
 
 # --- data ---------------------------------------------------------------------------------------------
@@ -268,7 +272,7 @@ def solve_columns_cpsat(data: RingData, cols: Columns, rings: list[list[int]], o
     # One worker at linearization level 2, every row in the LP from the start: the LP relaxation
     # of the at-most-one-ring-per-die rows drives the bound (the default 2-worker portfolio keeps
     # it at G * floor on tatp-8x8-f3-n4; lazy rows took 1.5-2x as long to prove it).
-    outcome, solver = run_cpsat(model, options, time_limit=time_limit, workers=1,
+    outcome, solver = run_cpsat(model, options, time_limit=time_limit, workers=1, reported=COLUMNS,
                                 parameters={"linearization_level": 2, "add_lp_constraints_lazily": False})
     if not outcome.has_solution:
         return outcome, [], data.G
@@ -306,7 +310,7 @@ def solve_columns_milp(data: RingData, cols: Columns, rings: list[list[int]], op
     # the start is no solution under the cut (it costs upper + 1): no MIP start then. Under the cut
     # the model only asks whether a better plan exists, so HiGHS' feasibility-jump heuristic, which
     # runs before the root LP, is skipped (0.3 s instead of 0.45 s on tatp-8x8-f3-n4's stage)
-    outcome = solve_pyomo(model, options, warm_start=upper is None, time_limit=time_limit,
+    outcome = solve_pyomo(model, options, warm_start=upper is None, time_limit=time_limit, reported=COLUMNS,
                           highs_options=None if upper is None else {"mip_heuristic_run_feasibility_jump": False})
     if not outcome.has_solution:
         return outcome, [], data.G

@@ -27,8 +27,8 @@ import time
 import numpy as np
 
 from wafopt.core.budget import SolveOptions
-from wafopt.core.numeric import at_most, decimal_scale, exact, scaled, tolerance
-from wafopt.core.result import MethodResult
+from wafopt.core.numeric import at_most, close, decimal_scale, exact, scaled, tolerance
+from wafopt.core.result import SOLVER, Bound, MethodResult
 from wafopt.costmodel.schedule import one_f_one_b
 from wafopt.problems.recompute.certificate import bound as relaxation_bound
 from wafopt.problems.recompute.evaluate import MEMORY_TOLERANCE, evaluate
@@ -292,17 +292,28 @@ def solve_dp(inst: RecomputeInstance, options: SolveOptions) -> MethodResult:
         return MethodResult(None, "unknown", None, "dp", "rounding the memory to quanta left no plan")
     plan, stats = out
     if stats.get("nothing_recomputed"):
-        options.incumbent(plan)
-        return MethodResult(plan, "feasible", relaxation_bound(inst), "dp",
-                            "no recomputation fits the memory: every stage at its least time (optimal)",
-                            stats)
-    message = (f"memory quantum {stats['quantum']:.6g} "
-               f"({'exact' if stats['exact_quantum'] else 'weights rounded up'}), stage DP on "
-               f"{stats['ratio']} quanta per step; tau enumeration "
-               f"{'complete' if stats['enumeration_complete'] else 'cut by the time budget'}; "
-               + ("exact: optimal for the instance" if stats["exact"] else "not exact"))
+        message = "no recomputation fits the memory: every stage at its least time (optimal)"
+    else:
+        message = (f"memory quantum {stats['quantum']:.6g} "
+                   f"({'exact' if stats['exact_quantum'] else 'weights rounded up'}), stage DP on "
+                   f"{stats['ratio']} quanta per step; tau enumeration "
+                   f"{'complete' if stats['enumeration_complete'] else 'cut by the time budget'}; "
+                   + ("exact: optimal for the instance" if stats["exact"] else "not exact"))
     options.incumbent(plan)
-    return MethodResult(plan, "feasible", relaxation_bound(inst), "dp", message, stats)
+    return MethodResult(plan, "optimal" if stats["exact"] else "feasible", proven_bound(inst, plan, stats["exact"]),
+                        "dp", message, stats)
+
+
+def proven_bound(inst: RecomputeInstance, plan: dict, exact_dp: bool) -> Bound | None:
+    """The memory relaxation (certify re-derives it); where the DP is exact and the relaxation
+    leaves a gap, the DP's own proof instead: its plan's objective (a claim, like a solver's)."""
+    certified = relaxation_bound(inst)
+    if not exact_dp:
+        return certified
+    objective = evaluate(inst, plan).objective
+    if certified is not None and close(certified.value, objective):
+        return certified
+    return Bound(objective, SOLVER, "dp")
 
 
 # --- baselines ---------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ from wafopt.problems.routing.instance import from_scenario as routing_kernel
 from wafopt.problems.tatp.instance import from_scenario as tatp_kernel
 
 ENUMERATE_ASSIGNMENTS = 720   # every stage-to-tile assignment is tried (at no recomputation) up to this many
+RANK_SHARE = 0.3              # of a layout's budget for ranking placements; the rest composes the best two
 RECOMPUTE_MILP_S = 4.0     # the recompute MILP per placement (after the DP start)
 PLACEMENT_S = 3.0          # the Eq. 2 placement kernel per layout
 RINGS_S = 3.0              # the tatp kernel's free rings per layout
@@ -388,10 +389,12 @@ def compose_layout(scenario: Scenario, choice: Choice, options: SolveOptions) ->
     if scenario.parallel is not None:   # the scenario's own layout: never worse than its baselines
         seed_with_baselines()
     ranked = []
+    left = options.remaining()
+    rank_until = None if left is None else time.monotonic() + RANK_SHARE * left
     for label, placement in placements(fs, options, out.notes):
         for scheme in schemes:
-            if options.stopped():
-                break
+            if options.stopped() or (len(ranked) >= 2 and rank_until is not None and time.monotonic() > rank_until):
+                break   # ranking may not eat the budget the two best placements need
             candidate = dict(placement, tp_scheme=scheme)
             ev = evaluate("plan", fs, candidate)   # time without recomputation ranks placements
             if ev.objective is not None:

@@ -1,8 +1,9 @@
 """Running one method on one instance: solve, evaluate the plan, settle the status.
 
 The run owns the budget: it starts the clock, turns Ctrl-C into the shared interrupt event (a
-second Ctrl-C raises at once), evaluates the plan with the shared evaluator and settles the status
-with the one rule of wafopt.core.numeric.
+second Ctrl-C raises at once), evaluates the plan with the shared evaluator, adds the certified
+bound `certify` derives from the instance where methods give none of their own, and settles the
+status with the one rule of wafopt.core.numeric.
 """
 
 from __future__ import annotations
@@ -16,10 +17,16 @@ from dataclasses import replace
 from wafopt.core.budget import SolveOptions, Stopped, stop_abandonable_step
 from wafopt.core.numeric import relative_gap, settle_status
 from wafopt.core.registry import load_libraries
-from wafopt.core.result import Bound, MethodResult
+from wafopt.core.result import CERTIFICATE, Bound, MethodResult
 from wafopt.core.solution import Solution
+from wafopt.planner import certificate as plan_certificate
 from wafopt.problems import Evaluation, Loaded, evaluate
 from wafopt.run.methods import CLUSTER_METHODS, method_function
+from wafopt.solvers.reported import start_run
+
+# problem -> the cheap certified bound `certify` derives from the instance alone, derived at solve
+# time too: a plan method proves no bound of its own (compute-floor on a fixed layout)
+SOLVE_TIME_BOUNDS = {"plan": plan_certificate.bound}
 
 
 def not_applicable(loaded: Loaded, method: str) -> str | None:
@@ -39,6 +46,7 @@ def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
         return finish(loaded, method, MethodResult(None, "unknown", message=why), 0.0, options)
     load_libraries(fn)   # before the clock: limits and times count the solve, not the imports
     options.start()
+    start_run(options)
     started = time.perf_counter()
     stop = threading.Event()
     if not options.quiet:
@@ -138,6 +146,18 @@ def _heartbeat(method: str, options: SolveOptions, stop: threading.Event, every:
             lines(f"  .. {method}: {time.monotonic() - started:.0f} s{limit} elapsed, {have}", force=True)
 
 
+def instance_bound(loaded: Loaded) -> Bound | None:
+    """The certified bound of SOLVE_TIME_BOUNDS for this instance, or None."""
+    derive = SOLVE_TIME_BOUNDS.get(loaded.problem)
+    return derive(loaded.instance) if derive is not None else None
+
+
+def _strongest(*bounds: Bound | None) -> Bound | None:
+    """The greatest bound; of equal ones the certificate (certify re-derives it)."""
+    known = [b for b in bounds if b is not None]
+    return max(known, key=lambda b: (b.value, b.provenance == CERTIFICATE)) if known else None
+
+
 def finish(loaded: Loaded, method: str, result: MethodResult, elapsed: float,
            options: SolveOptions) -> Solution:
     """Evaluate the plan with the shared evaluator; settle status, objective, bound and gap."""
@@ -149,7 +169,7 @@ def finish(loaded: Loaded, method: str, result: MethodResult, elapsed: float,
     if result.plan is not None and not ev.feasible and result.status != "infeasible":
         message = _note(message, "the evaluator rejected the plan: " + "; ".join(ev.violations[:3]))
     objective = ev.objective if ev.feasible else None
-    bound: Bound | None = result.bound
+    bound = _strongest(result.bound, None if result.status == "infeasible" else instance_bound(loaded))
     status, kept, note = settle_status(result.status, objective, bound.value if bound else None, ev.feasible)
     message = _note(message, note) if note else message
     bound = None if kept is None else replace(bound, value=kept)

@@ -32,6 +32,7 @@ from wafopt.core.budget import SolveOptions, Stopped, stderr_copy
 from wafopt.core.errors import InstanceError
 from wafopt.core.numeric import decimal_scale  # noqa: F401  (models import it from here too)
 from wafopt.core.result import MethodResult
+from wafopt.solvers.reported import WHOLE, Reported, report_model, run_progress
 
 # Solver logs (--verbose) go to their own copy of stderr, set as sys.stdout while a pyomo solver
 # runs: the solver interface captures that descriptor (with 1 and 2), never the progress stream's, so
@@ -121,12 +122,14 @@ def stop_highs_when_stopped(highs, options: SolveOptions) -> None:
 
 
 def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
-                time_limit: float | None = None, highs_options: dict | None = None) -> SolverOutcome:
+                time_limit: float | None = None, highs_options: dict | None = None,
+                reported: Reported = WHOLE) -> SolverOutcome:
     """Solve a pyomo model (minimization) with HiGHS via appsi; load the incumbent if any.
 
     warm_start: variable values already set on the model are passed to HiGHS as a MIP start.
     time_limit: at most this many seconds (never more than what is left of the run).
     highs_options: further HiGHS options by name (other solvers ignore them).
+    reported: how the model's objective reads as the run's reported one (progress lines).
     """
     if options.export is not None:
         return options.export.write_pyomo(model)
@@ -136,12 +139,12 @@ def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
         return not_started(options, highs_version())
     if hasattr(os, "fork"):
         return _in_child_process(model, options,
-                                 lambda: _solve_highs(model, options, warm_start, time_limit, highs_options))
-    return _solve_highs(model, options, warm_start, time_limit, highs_options)
+                                 lambda: _solve_highs(model, options, warm_start, time_limit, highs_options, reported))
+    return _solve_highs(model, options, warm_start, time_limit, highs_options, reported)
 
 
 def _solve_highs(model, options: SolveOptions, warm_start: bool, time_limit: float | None,
-                 highs_options: dict | None = None) -> SolverOutcome:
+                 highs_options: dict | None = None, reported: Reported = WHOLE) -> SolverOutcome:
     """HiGHS on a pyomo model in this process (solve_pyomo runs it in a child process)."""
     import highspy  # lazy: slow import (docs/architecture.md)
     from pyomo.contrib.appsi.base import TerminationCondition as TC
@@ -162,7 +165,7 @@ def _solve_highs(model, options: SolveOptions, warm_start: bool, time_limit: flo
         highs = opt._solver_model
         stop_highs_when_stopped(highs, options)
         if not options.quiet and not options.verbose:
-            _report_progress(highs, options)
+            _report_progress(highs, options, reported)
         limit = time_left(options, time_limit)
         if limit is not None:
             opt.config.time_limit = max(1e-3, float(limit))
@@ -232,7 +235,9 @@ def _in_child_process(model, options: SolveOptions, solve) -> SolverOutcome:
         why = "Ctrl-C" if options.interrupted else "the time limit"
         return SolverOutcome("unknown", None, False, highs_version(),
                        f"HiGHS stopped by force: no answer within {STOP_GRACE_S:g} s of {why}")
-    kind, outcome, values = answer
+    kind, outcome, values, progress = answer
+    if progress is not None:   # what the child's progress lines showed, for the lines after it
+        run_progress(options).merge(progress)
     if kind == "error" and options.stopped():
         # the deadline's Stopped can surface wrapped by a library (pyomo's output capture turns
         # it into a RuntimeError): at the limit that is a stop, not a failure
@@ -263,9 +268,9 @@ def _child_solve(solve, variables, options: SolveOptions, stop_flag, writer: int
         threading.Thread(target=watch_stop_flag, daemon=True).start()
         outcome = solve()
         values = [var.value for var in variables] if outcome.has_solution else None
-        answer = pickle.dumps(("done", outcome, values))
+        answer = pickle.dumps(("done", outcome, values, run_progress(options).state()))
     except BaseException as exc:  # noqa: BLE001 (reported to the parent, which raises it)
-        answer = pickle.dumps(("error", f"{type(exc).__name__}: {exc}", None))
+        answer = pickle.dumps(("error", f"{type(exc).__name__}: {exc}", None, None))
         code = 1
     try:
         with os.fdopen(writer, "wb") as out:
@@ -305,31 +310,14 @@ def _child_answer(reader: int, lines_in: int, options: SolveOptions, stop_flag, 
                 return None
 
 
-def _report_progress(highs, options: SolveOptions) -> None:
-    """Progress lines from HiGHS' MIP callback: incumbent, bound and gap (its raw log only with
-    --verbose)."""
+def _report_progress(highs, options: SolveOptions, reported: Reported) -> None:
+    """Progress lines from HiGHS' MIP callback: incumbent, bound and gap in the reported
+    objective (its raw log only with --verbose)."""
     def on_mip(event):
         data = event.data_out
-        progress_bounds(options, "highs", data.mip_primal_bound, data.mip_dual_bound)
+        report_model(options, "highs", data.mip_primal_bound, data.mip_dual_bound, reported)
 
     highs.cbMipInterrupt.subscribe(on_mip)
-
-
-def progress_bounds(options: SolveOptions, label: str, incumbent: float | None, bound: float | None,
-                    scale: float = 1.0, force: bool = False, extra: str = "") -> None:
-    """A progress line `label: incumbent X, bound Y, gap Z[, extra]` (model values divided by
-    `scale`); infinite or missing values read '-'."""
-    def shown(value):
-        return value is not None and math.isfinite(value)
-
-    inc = incumbent / scale if shown(incumbent) else None
-    low = bound / scale if shown(bound) else None
-    gap = "-"
-    if inc is not None and low is not None:
-        gap = f"{100 * max(0.0, inc - low) / max(abs(inc), 1e-300):.3g}%" if inc else "0%"
-    options.progress(f"{label}: incumbent {'-' if inc is None else f'{inc:.8g}'}, "
-                     f"bound {'-' if low is None else f'{low:.8g}'}, gap {gap}" + (f", {extra}" if extra else ""),
-                     force=force)
 
 
 def cpsat_version() -> str:
@@ -337,13 +325,13 @@ def cpsat_version() -> str:
 
 
 def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: float | None = None,
-                workers: int = 2, parameters: dict | None = None, objective_scale: float = 1.0):
+                workers: int = 2, parameters: dict | None = None, reported: Reported = WHOLE):
     """Solve a CP-SAT model (minimization). Returns (SolverOutcome, solver).
 
     parameters: further CP-SAT parameters by name (e.g. {"linearization_level": 2}).
 
-    objective_scale: the model's objective is the instance's times this (integer scaling); only
-    the progress lines (incumbent, bound, gap) divide by it.
+    reported: how the model's objective (integers scaled from the data, less constant terms) reads
+    as the run's reported objective; the progress lines (incumbent, bound, gap) are in the latter.
 
     on_solution(solver_like) is called with every improving solution (a CpSolverSolutionCallback
     exposes Value like the solver), so methods can report incumbents for Ctrl-C.
@@ -371,19 +359,15 @@ def solve_cpsat(model, options: SolveOptions, on_solution=None, time_limit: floa
         p.log_to_stdout = False
         solver.log_callback = lambda line: print(line, file=sys.stderr)
 
-    incumbent = [None]   # the latest solution's objective, for the bound callback's lines
-
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self):
-            incumbent[0] = self.ObjectiveValue()
-            progress_bounds(options, "cp-sat", incumbent[0], self.BestObjectiveBound(), objective_scale)
-            if on_solution is not None:
+            if on_solution is not None:   # first: a method's own record of the plan, then the line
                 on_solution(self)
+            report_model(options, "cp-sat", self.ObjectiveValue(), self.BestObjectiveBound(), reported)
 
     callback = None if options.quiet and on_solution is None else _Callback()
     if not options.quiet:
-        solver.best_bound_callback = lambda bound: progress_bounds(options, "cp-sat", incumbent[0], bound,
-                                                                   objective_scale)
+        solver.best_bound_callback = lambda bound: report_model(options, "cp-sat", None, bound, reported)
     with _stop_search_when_interrupted(solver, options):
         code = solver.Solve(model, callback)
     has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -428,16 +412,18 @@ def _stop_search_when_interrupted(solver, options: SolveOptions, poll_s: float =
         watcher.join()
 
 
-def milp_method(model, options: SolveOptions, start: dict | None, set_start, decode):
+def milp_method(model, options: SolveOptions, start: dict | None, set_start, decode,
+                reported: Reported = WHOLE):
     """The common MILP method: warm start from a plan, solve, decode the incumbent into a plan.
 
     set_start(model, plan) writes a plan into the variables; decode(model) reads one back. If HiGHS
     ends without a solution of its own, the start plan is returned (the runner evaluates it).
+    reported: how the model's objective reads as the reported one (progress lines).
     """
     if start is not None:
         set_start(model, start)
         options.incumbent(start)
-    out = solve_pyomo(model, options, warm_start=start is not None)
+    out = solve_pyomo(model, options, warm_start=start is not None, reported=reported)
     if out.status == "infeasible":
         return MethodResult(None, "infeasible", None, out.solver, out.message)
     plan = decode(model) if out.has_solution else start
