@@ -116,11 +116,17 @@ def _tile_bounds(inst: PlacementInstance, options: SolveOptions, quadratic: bool
     for position, lay in enumerate(layouts):
         name = tile_name(lay.tile)
         tick = time.monotonic()
-        if len(lay.slots) > MAX_SLOTS or inst.stages < 2:   # the convexity proof would be too large
+
+        def gilmore_lawler():
             value = gilmore_lawler_tile(inst, lay)
             tiles[name] = {"value": float(value), "from": "gilmore-lawler"}
             stats[name] = {"bound": float(value), "from": "gilmore-lawler"}
             proven.append(value)
+
+        # the convexity proof would be too large, or the run is stopped (the exact proof of a tile
+        # takes up to seconds): the tile keeps its Gilmore-Lawler bound
+        if len(lay.slots) > MAX_SLOTS or inst.stages < 2 or options.stopped():
+            gilmore_lawler()
             continue
         A, B = tile_matrices(inst.weights, lay.distance)
         spec = spectral(A, B)
@@ -130,6 +136,9 @@ def _tile_bounds(inst: PlacementInstance, options: SolveOptions, quadratic: bool
             left = options.remaining(started)
             deadline = None if left is None else time.monotonic() + QPB_SHARE * left / (len(layouts) - position)
             fw, point, spec, info = qpb_search(A, B, None, spec, QPB_STEPS, deadline, options.stopped)
+            if options.interrupted:
+                gilmore_lawler()
+                continue
             info["frank_wolfe_bound"] = fw / 2
             if point is not None:
                 entry["theta"] = spec.theta.tolist()

@@ -373,3 +373,22 @@ def test_dp_never_worse_than_recomputing_nothing(seed, stages, layers_per_stage,
     assert result.plan is not None
     dp = evaluate("recompute", inst, result.plan)
     assert dp.feasible and dp.objective <= nothing.objective
+
+
+def test_ctrl_c_while_the_command_line_loads_says_nothing_was_written(tmp_path):
+    """The executable's entry (wafopt.launch) imports the command line inside its own guard: a
+    Ctrl-C while the solvers' modules load ends with the plain message and 130, no traceback."""
+    code = ("import builtins\n"
+            "real = builtins.__import__\n"
+            "def ctrl_c(name, *args, **kwargs):\n"
+            "    if name == 'wafopt.cli.app':\n"
+            "        raise KeyboardInterrupt\n"
+            "    return real(name, *args, **kwargs)\n"
+            "builtins.__import__ = ctrl_c\n"
+            "from wafopt.launch import main\n"
+            "raise SystemExit(main(['solve', 'instances/routing/rt-8x8-f2-snake.yaml', '--method', 'xy', "
+            f"'--out', {str(tmp_path / 'out.json')!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
+    assert "interrupted before solving began; nothing written" in done.stderr
+    assert not (tmp_path / "out.json").exists()

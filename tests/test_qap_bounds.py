@@ -171,3 +171,17 @@ def test_convexity_margin_is_proven_and_small():
     assert 0 < mu < 1e-6
     zero = np.zeros_like(A)                        # without S and T the form is far from convex
     assert projected.convexity_margin(A, B, zero, zero) > 1
+
+
+def test_a_stopped_qpb_keeps_gilmore_lawler_tiles_that_certify():
+    """Ctrl-C before a tile's exact proof: the tile keeps its Gilmore-Lawler bound (the proof takes
+    seconds on 40 slots), marked so, and the certificate still re-derives."""
+    ld = load(Path(__file__).resolve().parents[1] / "instances/placement/qaplib/nug12.yaml")
+    options = SolveOptions(quiet=True)
+    options.interrupted = True
+    result = run(ld, "qpb", options)
+    tiles = result.certificate["tiles"]
+    assert tiles and all(entry["from"] == "gilmore-lawler" for entry in tiles.values())
+    value = check(ld.instance, "qpb", result.certificate)
+    assert value == pytest.approx(result.bound)
+    assert value == min(float(gilmore_lawler_tile(ld.instance, lay)) for lay in ld.instance.layouts)

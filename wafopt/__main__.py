@@ -1,3 +1,3 @@
-from wafopt.cli import main
+from wafopt.launch import main
 
 raise SystemExit(main())

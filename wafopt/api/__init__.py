@@ -55,6 +55,7 @@ from wafopt.core.errors import (
     EXIT_INVALID,
     EXIT_NO_PLAN,
     EXIT_OK,
+    NOT_STARTED,
     InstanceError,
 )
 from wafopt.core.registry import PROBLEMS
@@ -81,7 +82,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "AblationRun", "Bound", "Calibration", "CompareJob", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
+    "AblationRun", "Bound", "Calibration", "CompareJob", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "NOT_STARTED",
     "EXIT_INVALID", "EXIT_NO_PLAN", "EXIT_OK", "EXPORT_FORMATS", "Exploration", "FidelityRun", "Instance",
     "InstanceError",
     "MemoryOverflow", "PROBLEMS", "Result", "SOLUTIONS_DIR", "SimulationRun", "SolveOptions", "Status",

@@ -122,8 +122,8 @@ def run_and_save(loaded, method: str, options, write: bool = True, out: str | No
             stderr(announce)   # only now: a Ctrl-C from the moment it shows stops the run, never the command
         with console_progress(options):
             result: Result = run(loaded, method, options)
-        if write and result.interrupted and result.plan is None:
-            note = NOTHING_WRITTEN
+        if write and result.interrupted and (result.plan is None or result.status not in ("optimal", "feasible")):
+            note = NOTHING_WRITTEN   # no plan yet, or only a point the evaluator rejects
         elif write:
             path, note = save(result, loaded, out)
     return result, path, note, bool(late_ctrl_c) or result.interrupted

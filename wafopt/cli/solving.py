@@ -14,6 +14,7 @@ from wafopt.api import (
     EXIT_INTERRUPTED,
     EXIT_INVALID,
     EXIT_OK,
+    NOT_STARTED,
     InstanceError,
 )
 from wafopt.cli.common import (
@@ -74,7 +75,7 @@ class Solve(Command):
         try:
             loaded, options = self._prepare(args)
         except KeyboardInterrupt:
-            stderr("wafopt: interrupted before solving began; nothing written")
+            stderr(f"wafopt: {NOT_STARTED}")
             return EXIT_INTERRUPTED
         note_no_time_limit([args.method], args)
         announce = None if options.quiet else (f"solving {args.instance} ({loaded.problem}) with {args.method}"

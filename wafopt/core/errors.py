@@ -10,6 +10,7 @@ EXIT_INFEASIBLE = EXIT_NO_PLAN  # `evaluate`: the plan is infeasible
 EXIT_NOT_CERTIFIED = 4   # certify: a bound or status is claimed (solver proof) but not independently certified
 EXIT_CERTIFY_INVALID = 5  # certify: the solution is invalid (infeasible plan, forged objective or bound, NaN)
 EXIT_INTERRUPTED = 130  # Ctrl-C: the best plan so far is still written
+NOT_STARTED = "interrupted before solving began; nothing written"   # a Ctrl-C before any method ran
 
 
 class InstanceError(ValueError):

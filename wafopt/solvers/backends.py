@@ -121,6 +121,9 @@ def stop_highs_when_stopped(highs, options: SolveOptions) -> None:
         getattr(highs, name).subscribe(interrupt_if_stopped)
 
 
+FEASIBLE_POINT = 2   # HiGHS' kSolutionStatusFeasible
+
+
 def solve_pyomo(model, options: SolveOptions, warm_start: bool = False,
                 time_limit: float | None = None, highs_options: dict | None = None,
                 reported: Reported = WHOLE) -> SolverOutcome:
@@ -176,8 +179,9 @@ def _solve_highs(model, options: SolveOptions, warm_start: bool, time_limit: flo
     bound = res.best_objective_bound
     stopped_here = highs.getModelStatus() == highspy.HighsModelStatus.kInterrupt
     if stopped_here:  # appsi maps HiGHS' interrupt to `unknown` and drops its incumbent and bound
-        has_solution = bool(highs.getSolution().value_valid)
         info = highs.getInfo()
+        # a MIP incumbent is feasible; an LP stopped mid-simplex has values but no feasible point
+        has_solution = bool(highs.getSolution().value_valid) and info.primal_solution_status == FEASIBLE_POINT
         bound = info.mip_dual_bound if info.mip_node_count >= 0 else None
     if has_solution:
         opt.load_vars()

@@ -297,7 +297,8 @@ def rlt1_certificate(inst: PlacementInstance, duals_by_tile: dict[str, list[floa
 def check_projected(inst: PlacementInstance, data: dict, quadratic: bool) -> float:
     """min over the tile shapes of the bound each tile's entry proves (projected.py): PB, or with
     a stored Frank-Wolfe point (qpb only) the linearization at that point; a tile beyond
-    MAX_SLOTS holds its Gilmore-Lawler bound. Each entry's `value` must re-derive."""
+    MAX_SLOTS, or one a stopped run left unproven (`from: gilmore-lawler`), holds its
+    Gilmore-Lawler bound. Each entry's `value` must re-derive."""
     kind = "qpb" if quadratic else "projected-eigenvalue"
     tiles = data.get("tiles")
     if not isinstance(tiles, dict):
@@ -312,8 +313,8 @@ def check_projected(inst: PlacementInstance, data: dict, quadratic: bool) -> flo
         where = f"{kind} tiles.{name}"
         if not isinstance(entry, dict):
             raise CertificateError(f"{where} is missing (a mapping with value)")
-        if len(lay.slots) > projected.MAX_SLOTS or inst.stages < 2:
-            value = gilmore_lawler_tile(inst, lay)
+        if len(lay.slots) > projected.MAX_SLOTS or inst.stages < 2 or entry.get("from") == "gilmore-lawler":
+            value = gilmore_lawler_tile(inst, lay)   # re-derived: valid for any tile
             projected.check_close(entry.get("value"), float(value), f"{where}.value")
         else:
             value = projected.entry_value(inst.weights, lay.distance, entry, quadratic, where)
