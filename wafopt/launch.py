@@ -4,15 +4,36 @@ not a traceback."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
-from wafopt.core.errors import EXIT_INTERRUPTED, NOT_STARTED
+from wafopt.core.errors import (
+    EXIT_INTERRUPTED,
+    NOT_STARTED,
+    STARTUP_SIGINTS,
+    note_startup_sigint,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGINT, note_startup_sigint)
     try:
         from wafopt.cli.app import main as run
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the exit short
         sys.stderr.write(f"wafopt: {NOT_STARTED}\n")
-        return EXIT_INTERRUPTED
-    return run(argv)
+        _exit_now(EXIT_INTERRUPTED)
+    code = run(argv)
+    if STARTUP_SIGINTS and code == EXIT_INTERRUPTED:
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> None:
+    """Exit without the interpreter's shutdown: a KeyboardInterrupt that went through Python code a
+    C extension ran while loading (pybind11's exec) marks the interpreter, which then kills itself
+    with SIGINT at exit (exit -2) however the interrupt was handled. Nothing needs cleaning yet."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

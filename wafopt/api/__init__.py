@@ -56,6 +56,7 @@ from wafopt.core.errors import (
     EXIT_NO_PLAN,
     EXIT_OK,
     NOT_STARTED,
+    STARTUP_SIGINTS,
     InstanceError,
 )
 from wafopt.core.registry import PROBLEMS
@@ -82,7 +83,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "AblationRun", "Bound", "Calibration", "CompareJob", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "NOT_STARTED",
+    "AblationRun", "Bound", "Calibration", "CompareJob", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "NOT_STARTED", "STARTUP_SIGINTS",
     "EXIT_INVALID", "EXIT_NO_PLAN", "EXIT_OK", "EXPORT_FORMATS", "Exploration", "FidelityRun", "Instance",
     "InstanceError",
     "MemoryOverflow", "PROBLEMS", "Result", "SOLUTIONS_DIR", "SimulationRun", "SolveOptions", "Status",

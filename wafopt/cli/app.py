@@ -13,6 +13,7 @@ from wafopt.api import (
     EXIT_INVALID,
     EXIT_OK,
     NOT_STARTED,
+    STARTUP_SIGINTS,
     InstanceError,
     __version__,
 )
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except KeyboardInterrupt:
+        if argv is None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the exit short
         stderr(f"wafopt: {NOT_STARTED}")
         return EXIT_INTERRUPTED
     try:
@@ -62,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # an internal error: say so plainly, with the traceback for a bug report
+        if STARTUP_SIGINTS:   # a Ctrl-C while a solver library loaded, turned into its import error
+            if argv is None:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the exit short
+            stderr(f"wafopt: {NOT_STARTED}")
+            return EXIT_INTERRUPTED
         traceback.print_exc()
         stderr(f"wafopt: internal error: {type(exc).__name__}: {exc}")
         return EXIT_INTERNAL

@@ -11,6 +11,15 @@ EXIT_NOT_CERTIFIED = 4   # certify: a bound or status is claimed (solver proof) 
 EXIT_CERTIFY_INVALID = 5  # certify: the solution is invalid (infeasible plan, forged objective or bound, NaN)
 EXIT_INTERRUPTED = 130  # Ctrl-C: the best plan so far is still written
 NOT_STARTED = "interrupted before solving began; nothing written"   # a Ctrl-C before any method ran
+STARTUP_SIGINTS: list[int] = []   # Ctrl-Cs while the command line loads (see note_startup_sigint)
+
+
+def note_startup_sigint(signum, frame):
+    """SIGINT handler while the command line and its solver libraries load: remembered, then the
+    usual KeyboardInterrupt. A C extension interrupted in its import may turn that into an
+    ImportError; the record lets the command line still say it was a Ctrl-C."""
+    STARTUP_SIGINTS.append(signum)
+    raise KeyboardInterrupt
 
 
 class InstanceError(ValueError):
