@@ -14,6 +14,7 @@ from wafopt.api import (
     EXIT_NO_PLAN,
     EXIT_OK,
     PROBLEMS,
+    STARTUP_SIGINTS,
     InstanceError,
     Result,
     methods,
@@ -101,6 +102,8 @@ def ctrl_c_noted(options):
         options.interrupted = True
 
     previous = signal.signal(signal.SIGINT, note)
+    if STARTUP_SIGINTS:   # a Ctrl-C while the libraries loaded that an extension swallowed
+        note()
     try:
         yield noted
     finally:

@@ -1,5 +1,7 @@
 """The one error type for bad input, and the CLI exit codes."""
 
+import signal
+
 from wafopt.core.limits import MAX_MESSAGE_CHARS
 
 EXIT_OK = 0
@@ -16,9 +18,11 @@ STARTUP_SIGINTS: list[int] = []   # Ctrl-Cs while the command line loads (see no
 
 def note_startup_sigint(signum, frame):
     """SIGINT handler while the command line and its solver libraries load: remembered, then the
-    usual KeyboardInterrupt. A C extension interrupted in its import may turn that into an
-    ImportError; the record lets the command line still say it was a Ctrl-C."""
+    usual KeyboardInterrupt, once (a second Ctrl-C must not interrupt the handling of the first).
+    A C extension interrupted in its import may turn the interrupt into an ImportError or swallow
+    it; the record lets the command line still stop and say it was a Ctrl-C."""
     STARTUP_SIGINTS.append(signum)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
