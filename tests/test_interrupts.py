@@ -375,14 +375,19 @@ def test_dp_never_worse_than_recomputing_nothing(seed, stages, layers_per_stage,
     assert dp.feasible and dp.objective <= nothing.objective
 
 
-def test_ctrl_c_while_the_command_line_loads_says_nothing_was_written(tmp_path):
+@pytest.mark.parametrize("swallowed", [False, True], ids=["interrupt", "extension-import-error"])
+def test_ctrl_c_while_the_command_line_loads_says_nothing_was_written(tmp_path, swallowed):
     """The executable's entry (wafopt.launch) imports the command line inside its own guard: a
-    Ctrl-C while the solvers' modules load ends with the plain message and 130, no traceback."""
+    Ctrl-C while the solvers' modules load ends with the plain message and 130, no traceback, also
+    when a C extension interrupted in its import turns the interrupt into an ImportError."""
+    raised = ("(errors.STARTUP_SIGINTS.append(2), ImportError('initialization failed'))[1]" if swallowed
+              else "KeyboardInterrupt()")
     code = ("import builtins\n"
+            "from wafopt.core import errors\n"
             "real = builtins.__import__\n"
             "def ctrl_c(name, *args, **kwargs):\n"
             "    if name == 'wafopt.cli.app':\n"
-            "        raise KeyboardInterrupt\n"
+            f"        raise {raised}\n"
             "    return real(name, *args, **kwargs)\n"
             "builtins.__import__ = ctrl_c\n"
             "from wafopt.launch import main\n"

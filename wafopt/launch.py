@@ -20,7 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, note_startup_sigint)
     try:
         from wafopt.cli.app import main as run
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ImportError) as exc:
+        if not (isinstance(exc, KeyboardInterrupt) or STARTUP_SIGINTS):
+            raise   # a broken installation, not a Ctrl-C
+        # (a C extension interrupted in its import reports an ImportError)
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the exit short
         sys.stderr.write(f"wafopt: {NOT_STARTED}\n")
         _exit_now(EXIT_INTERRUPTED)
