@@ -36,7 +36,10 @@ from wafopt.run import runner
 from wafopt.run.methods import methods
 
 ROOT = Path(__file__).resolve().parent.parent
-CTRL_C_S = 2.0          # Ctrl-C: the process ends within this of the signal
+# Ctrl-C ends the process within 2 s (the promise, measured unloaded by the slow stress benchmark,
+# tests/test_interrupt_stress.py); the default run may share the 2 cores with CPU hogs, where a
+# typical 0.1-0.8 s stop stretches, so it checks 5 times the promise's typical stop
+CTRL_C_S = 4.0
 TIME_LIMIT_S = 2.0      # the limit every method is run with
 
 # per problem, an instance big enough that every searching or exact method needs the whole limit
