@@ -262,15 +262,22 @@ def stored_duals(row_dual) -> list[float]:
     return [float(f"{x:.{DUAL_DIGITS}g}") for x in np.asarray(row_dual, dtype=float)]
 
 
-def check_rlt1(inst: PlacementInstance, data: dict) -> float:
-    """min over the tile shapes of max(Gilmore-Lawler, the Lagrangian bound of the stored duals)."""
+def _tiles_of(inst: PlacementInstance, data: dict, kind: str, needs: str) -> tuple[dict, dict]:
+    """A per-tile certificate's `tiles` mapping and the instance's tile shapes by name; every listed
+    shape must be one the instance uses."""
     tiles = data.get("tiles")
     if not isinstance(tiles, dict):
-        raise CertificateError("an rlt1 certificate needs tiles: {shape: {duals: [...]}}")
+        raise CertificateError(needs)
     known = {tile_name(lay.tile): lay for lay in inst.layouts}
     unknown = sorted(set(tiles) - set(known))
     if unknown:
-        raise CertificateError(f"rlt1 certificate for tile shape {unknown[0]}, which the instance does not use")
+        raise CertificateError(f"{kind} certificate for tile shape {unknown[0]}, which the instance does not use")
+    return tiles, known
+
+
+def check_rlt1(inst: PlacementInstance, data: dict) -> float:
+    """min over the tile shapes of max(Gilmore-Lawler, the Lagrangian bound of the stored duals)."""
+    tiles, known = _tiles_of(inst, data, "rlt1", "an rlt1 certificate needs tiles: {shape: {duals: [...]}}")
     values = []
     for name, lay in known.items():
         value = gilmore_lawler_tile(inst, lay)
@@ -300,13 +307,7 @@ def check_projected(inst: PlacementInstance, data: dict, quadratic: bool) -> flo
     MAX_SLOTS, or one a stopped run left unproven (`from: gilmore-lawler`), holds its
     Gilmore-Lawler bound. Each entry's `value` must re-derive."""
     kind = "qpb" if quadratic else "projected-eigenvalue"
-    tiles = data.get("tiles")
-    if not isinstance(tiles, dict):
-        raise CertificateError(f"a {kind} certificate needs tiles: {{shape: {{value, point}}}}")
-    known = {tile_name(lay.tile): lay for lay in inst.layouts}
-    unknown = sorted(set(tiles) - set(known))
-    if unknown:
-        raise CertificateError(f"{kind} certificate for tile shape {unknown[0]}, which the instance does not use")
+    tiles, known = _tiles_of(inst, data, kind, f"a {kind} certificate needs tiles: {{shape: {{value, point}}}}")
     values = []
     for name, lay in known.items():
         entry = tiles.get(name)
