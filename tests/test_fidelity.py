@@ -191,7 +191,34 @@ def test_the_planner_bound_covers_plans_that_choose_sequence_parallelism():
     assert bound.feasible and at_most(bound.value, megatron.objective)
 
 
-def test_interleaving_is_the_scenarios_choice():
-    scenario = cluster_scenario().instance
-    ev = evaluate("plan", scenario, megatron_plan(scenario, recompute=["full", "full"], interleave=2))
-    assert not ev.feasible and any("interleave" in v for v in ev.violations)
+def test_interleaving_is_the_plans_choice_unless_the_scenario_fixes_it():
+    from wafopt.core.numeric import at_most
+    from wafopt.costmodel.scenario import Choice, Parallel
+    from wafopt.planner.full_bound import layout_bound
+
+    scenario = cluster_scenario().instance   # 48 layers, pp 2, 8 micro-batches: v = 2 is legal
+    plain = evaluate("plan", scenario, megatron_plan(scenario, recompute=["full", "full"]))
+    interleaved = evaluate("plan", scenario, megatron_plan(scenario, recompute=["full", "full"], interleave=2))
+    assert plain.feasible and interleaved.feasible
+    assert interleaved.objective < plain.objective   # the bubble shrinks by half
+    bound = layout_bound(scenario, Choice(Parallel(8, 2, 1, 2)))   # the planner's space covers that plan
+    assert bound.feasible and at_most(bound.value, interleaved.objective)
+
+    odd = evaluate("plan", scenario, megatron_plan(scenario, recompute=["full", "full"], interleave=5))
+    assert not odd.feasible and any("48 layers" in v for v in odd.violations)   # 10 chunks of 4.8 layers
+
+    fixed = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2}, "model": GPT_22B,
+                            "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8},
+                            "parallel": {"tp": 8, "pp": 2, "interleave": 1}}).instance
+    ev = evaluate("plan", fixed, megatron_plan(fixed, recompute=["full", "full"], interleave=2))
+    assert not ev.feasible and any("fixes interleave 1" in v for v in ev.violations)
+
+
+def test_megatron_interleaves_when_it_helps():
+    from wafopt.api import solve
+
+    loaded = cluster_scenario()
+    result = solve(loaded, "megatron")
+    assert result.plan["interleave"] > 1 and "fastest of 1, 2, 3" in result.message
+    plain = evaluate("plan", loaded.instance, dict(result.plan, interleave=1))
+    assert plain.feasible and result.objective < plain.objective

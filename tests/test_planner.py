@@ -104,8 +104,9 @@ def brute_force(scenario, splits: bool = False):
         par, size = choice.parallel, choice.micro_batch
         plans = tile_plans(scenario, par) if tile_shapes(par.tp, scenario.mesh()) else (
             ring_plans(scenario, par) if par.pp * par.dp == 1 else iter(()))
-        key = (par.tp, par.pp, par.dp) + (() if size is None else (size,))
-        extra = {} if size is None else {"micro_batch": size}
+        key = (par.tp, par.pp, par.dp, par.interleave) + (() if size is None else (size,))
+        extra = ({} if size is None else {"micro_batch": size}) | ({"interleave": par.interleave}
+                                                                  if par.interleave > 1 else {})
         for plan in plans:
             for layers in (compositions(scenario.llm.layers, par.pp) if splits else [None]):
                 candidate = dict(plan, **extra, **({} if layers is None else {"layers": layers}))
@@ -123,7 +124,7 @@ def check_against_brute_force(loaded, splits: bool = False):
     assert result.objective is not None
     assert close(result.objective, best[optimum_layout]), (result.objective, best[optimum_layout], optimum_layout)
     assert at_most(result.bound.value, result.objective)
-    rows = {(r["tp"], r["pp"], r["dp"]) + ((r["micro_batch"],) if "micro_batch" in r else ()): r
+    rows = {(r["tp"], r["pp"], r["dp"], r["interleave"]) + ((r["micro_batch"],) if "micro_batch" in r else ()): r
             for r in result.solution.stats["candidates"]}
     for key, value in best.items():   # every layout bound is below every plan of that layout
         assert rows[key]["bound"] is not None and at_most(rows[key]["bound"], value), (key, rows[key], value)
@@ -172,13 +173,13 @@ def test_brute_force_over_splits_and_micro_batch_sizes_agrees_and_certifies(tmp_
     report = wafopt.certify(path)
     assert report.verdict == "certified", report.lines
     rows = json.loads(path.read_text())["certificate"]["layouts"]
-    assert {len(r) for r in rows} <= {5, 7} and {r[3] for r in rows} == {1, 2}   # [tp, pp, dp, mb, bound, ...]
+    assert {len(r) for r in rows} <= {6, 8} and {r[4] for r in rows} == {1, 2}   # [tp, pp, dp, v, mb, bound, ...]
     for tamper in ("raise", "drop"):
         forged = json.loads(path.read_text())
         rows = forged["certificate"]["layouts"]
-        k = min((i for i, r in enumerate(rows) if r[4] is not None), key=lambda i: rows[i][4])
+        k = min((i for i, r in enumerate(rows) if r[5] is not None), key=lambda i: rows[i][5])
         if tamper == "raise":
-            rows[k][4] *= 1.5
+            rows[k][5] *= 1.5
         else:
             del rows[k]
         (tmp_path / "forged.json").write_text(json.dumps(forged))
@@ -302,6 +303,8 @@ def random_plan(scenario, par, rng, micro_batch=None, split=None):
     else:
         schemes = [legal[int(rng.integers(len(legal)))]] * par.pp
     layers = (split or random_split(scenario.llm.layers, par.pp, rng)) if rng.random() < 0.5 else None
+    if par.interleave > 1:   # interleaved stages are equal: the even split
+        layers = None
     work = scenario.workload(Choice(par, tuple(schemes), micro_batch, layers))
     recompute = []
     for st in work.stages:
@@ -339,6 +342,8 @@ def random_plan(scenario, par, rng, micro_batch=None, split=None):
         plan["layers"] = layers
     if micro_batch is not None:
         plan["micro_batch"] = micro_batch
+    if par.interleave > 1:
+        plan["interleave"] = par.interleave
     return plan
 
 
@@ -379,7 +384,7 @@ def random_feasible_plans(count: int, seed: int, layouts_per_scenario: int = 12)
 def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
     count = 0
     refined = {}
-    splits = sizes = 0
+    splits = sizes = interleaved = 0
     for scenario, par, size, plan, objective, bound in random_feasible_plans(1000, seed=7):
         assert at_most(bound.value, objective), (par, size, bound.value, objective)     # full tier
         assert at_most(quick_bound(scenario, Choice(par, micro_batch=size)).value, objective), par          # quick tier
@@ -390,7 +395,8 @@ def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
         count += 1
         splits += "layers" in plan and par.pp > 1
         sizes += size is not None and size > 1
-    assert count == 1000 and splits > 100 and sizes > 0, (splits, sizes)
+        interleaved += par.interleave > 1
+    assert count == 1000 and splits > 100 and sizes > 0 and interleaved > 50, (splits, sizes, interleaved)
 
 
 def test_the_least_communication_is_never_above_a_plans_exposed_communication():
@@ -537,20 +543,20 @@ def test_certify_rederives_the_plan_bound_and_rejects_tampering(tmp_path):
 
     forged = copy.deepcopy(data)   # one layout's bound raised inside the certificate
     rows = forged["certificate"]["layouts"]
-    k = next(i for i, r in enumerate(rows) if r[3] is not None)
-    rows[k][3] *= 1.5
+    k = next(i for i, r in enumerate(rows) if r[4] is not None)
+    rows[k][4] *= 1.5
     (tmp_path / "forged.json").write_text(json.dumps(forged))
     assert wafopt.certify(tmp_path / "forged.json").verdict == "invalid"
 
     dropped = copy.deepcopy(data)  # the least layout left out of the certificate
-    least = min((r for r in dropped["certificate"]["layouts"] if r[3] is not None), key=lambda r: r[3])
+    least = min((r for r in dropped["certificate"]["layouts"] if r[4] is not None), key=lambda r: r[4])
     dropped["certificate"]["layouts"].remove(least)
     (tmp_path / "dropped.json").write_text(json.dumps(dropped))
     assert wafopt.certify(tmp_path / "dropped.json").verdict == "invalid"
 
     hidden = copy.deepcopy(data)   # a feasible layout claimed infeasible
     rows = hidden["certificate"]["layouts"]
-    rows[k][3] = None
+    rows[k][4] = None
     (tmp_path / "hidden.json").write_text(json.dumps(hidden))
     assert wafopt.certify(tmp_path / "hidden.json").verdict == "invalid"
 

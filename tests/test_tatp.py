@@ -283,3 +283,71 @@ def test_ga_interrupted_before_its_first_generation_still_returns_the_tiled_ring
     sol = run(ld, "ga", options)
     assert sol.plan is not None
     assert evaluate("tatp", ld.instance, sol.plan).objective == sol.objective
+
+
+# --- untangle: rings whose traffic shares the fewest links ---------------------------------------------
+
+
+def _price(mesh, rings):
+    from wafopt.heuristics.tatp import _LinkLoad, _ring_steps
+
+    load = _LinkLoad(mesh)
+    for ring in rings:
+        load.change(_ring_steps(ring), +1)
+    return load.price, max(load.load.values())
+
+
+def test_the_incremental_link_price_matches_a_fresh_count_after_every_move():
+    import random
+
+    from wafopt.hardware.mesh import Mesh
+    from wafopt.heuristics import tatp as T
+
+    mesh = Mesh.build(6, 6, faulty_dies=[(2, 2)], faulty_links=[((0, 0), (0, 1))])
+    rng = random.Random(3)
+    for _ in range(10):
+        dies = rng.sample(mesh.healthy_dies, 32)
+        rings = [dies[k:k + 8] for k in range(0, 32, 8)]
+        load = T._LinkLoad(mesh)
+        for ring in rings:
+            load.change(T._ring_steps(ring), +1)
+        for _ in range(200):
+            pick = rng.random()
+            saved, out, into = next(m for share, m in T.MOVES if pick < share)(rings, rng, 8)
+            load.change(out, -1)
+            load.change(into, +1)
+            if rng.random() < 0.5:   # undone, as a rejected move is
+                load.change(into, -1)
+                load.change(out, +1)
+                for g, ring in saved.items():
+                    rings[g] = ring
+            assert load.price == _price(mesh, rings)[0]
+            assert sorted(d for r in rings for d in r) == sorted(dies)
+
+
+def test_untangle_turns_interleaved_rings_into_two_one_hop_ladders():
+    from wafopt.hardware.mesh import Mesh
+    from wafopt.heuristics.tatp import untangle
+
+    mesh = Mesh.build(2, 8)
+    dies = mesh.healthy_dies
+    tangled = [dies[0::2], dies[1::2]]   # every step 2 hops, links shared
+    assert _price(mesh, tangled)[1] > 1
+    for seed in (0, 1):
+        calm = untangle(mesh, tangled, seed=seed)
+        assert sorted(d for r in calm for d in r) == sorted(dies) and [len(r) for r in calm] == [8, 8]
+        assert _price(mesh, calm) == (0, 1)   # a 2 x 4 block each: one-hop steps, no link shared
+        assert untangle(mesh, tangled, seed=seed) == calm   # one seed, one answer
+
+
+def test_untangle_never_returns_rings_pricier_than_its_start_on_a_faulty_wafer():
+    from wafopt.hardware.mesh import Mesh
+    from wafopt.heuristics.tatp import untangle
+    from wafopt.problems.tatp.plans import snake_groups
+
+    mesh = Mesh.build(8, 7, faulty_dies=[(2, 3), (5, 6)], faulty_links=[((0, 0), (0, 1))])
+    start = snake_groups(mesh, 18, 3)
+    calm = untangle(mesh, start, seed=0, moves=5000)
+    assert sorted(d for r in calm for d in r) == sorted(d for r in start for d in r)
+    assert _price(mesh, calm)[0] <= _price(mesh, start)[0]
+    assert _price(mesh, calm)[1] <= 2 < _price(mesh, start)[1]   # the snake's 6-hop wrap shares a link 3 ways

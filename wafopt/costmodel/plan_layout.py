@@ -126,12 +126,15 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
     layout = read_plan(plan, scenario.fixed.interleave or 1)
     par, picked = layout.par, layout.choice
     violations: list[str] = []
-    if scenario.parallel is not None and scenario.parallel != par:
+    if scenario.parallel is not None and (scenario.parallel.tp, scenario.parallel.pp, scenario.parallel.dp) != (
+            par.tp, par.pp, par.dp):
         violations.append(f"plan layout tp={par.tp}, pp={par.pp}, dp={par.dp} differs from the instance's "
                           f"tp={scenario.parallel.tp}, pp={scenario.parallel.pp}, dp={scenario.parallel.dp}")
     elif scenario.fixed.violation(par, scenario.schemes_of(picked)):   # a partial `parallel:` fixes some
         violations.append(scenario.fixed.violation(par, scenario.schemes_of(picked)))
+    sequences = scenario.training.global_batch // (picked.micro_batch or scenario.training.micro_batch)
     illegal = layout_violation(scenario.llm, scenario.wafer.parallel_rules, par.tp, par.pp, par.interleave,
+                               sequences // par.dp if sequences % par.dp == 0 else None,
                                schemes=scenario.schemes_of(picked))
     if illegal:
         return Prepared(layout, None, None, {}, violations + [f"illegal layout: {illegal}"])
@@ -145,8 +148,8 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
                      f"{', '.join(map(str, allowed))}")
     elif picked.micro_batch is None and len(allowed) > 1:
         wrong.append(f"the plan must give micro_batch: the scenario allows {', '.join(map(str, allowed))}")
-    if par.interleave != (scenario.fixed.interleave or 1):
-        wrong.append(f"interleave {par.interleave}: the scenario runs interleave {scenario.fixed.interleave or 1} "
+    if scenario.fixed.interleave is not None and par.interleave != scenario.fixed.interleave:
+        wrong.append(f"interleave {par.interleave}: the scenario fixes interleave {scenario.fixed.interleave} "
                      "(parallel.interleave)")
     training = scenario.training
     if (picked.sequence_parallel is not None and training.sequence_parallel_fixed

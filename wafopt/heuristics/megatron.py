@@ -3,9 +3,12 @@
 - `megatron`: Megatron-LM as practised today (Korthikanti et al. 2022; Narayanan et al. 2021):
   sequence parallelism (unless the scenario fixes it), selective recomputation, full
   recomputation only where selective does not fit (or what `training.recompute` forces),
-  FlashAttention where the scenario enables it, interleaved 1F1B as `parallel.interleave` sets
-  it (a scenario-level choice: the planner's bounds cover plain 1F1B), Megatron TP. On a cluster its ranks are Megatron's order (tp fastest, then dp, then pp); on a wafer each
-  tile shape's serpentine placement is tried.
+  FlashAttention where the scenario enables it, Megatron TP, and interleaved 1F1B (Narayanan
+  et al. 2021, Sec. 2.2.2) as `parallel.interleave` fixes it, else when it helps: every legal
+  number of virtual stages v (the layers split into pp x v equal chunks, micro-batches a multiple
+  of pp; wafopt.costmodel.rules) is tried and the fastest kept. On a cluster its ranks are
+  Megatron's order (tp fastest, then dp, then pp); on a wafer each tile shape's serpentine
+  placement is tried.
 - `mg-wafer`: WATOS's MG-wafer baseline (WATOS Sec. V-A): every tile shape h x w = tp, stages on
   the aligned tiles in serpentine order (WATOS Fig. 11a), no sequence parallelism, no
   recomputation unless memory forces full recomputation of every layer, no offloading.
@@ -18,6 +21,7 @@ from dataclasses import replace
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.result import MethodResult
+from wafopt.costmodel.rules import interleave_violation
 from wafopt.costmodel.scenario import Choice, Scenario
 from wafopt.problems import evaluate
 from wafopt.problems.plan.layouts import serpentine_plans
@@ -80,27 +84,41 @@ def _best(scenario: Scenario, options: SolveOptions, candidates) -> tuple[dict |
     return best, tried
 
 
+def interleave_options(scenario: Scenario) -> list[int]:
+    """The virtual stages per device Megatron-LM may run: the scenario's, else every legal v."""
+    if scenario.fixed.interleave is not None:
+        return [scenario.fixed.interleave]
+    par, training = scenario.parallel, scenario.training
+    microbatches = training.global_batch // (training.micro_batch * par.dp)
+    return [v for v in range(1, scenario.llm.layers // par.pp + 1)
+            if not interleave_violation(scenario.llm, par.pp, v, microbatches)]
+
+
 def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     if scenario.parallel is None:
         return MethodResult(None, "unknown", message="megatron needs a fixed layout: add parallel: {tp, pp, dp}")
     training = scenario.training
     sp = training.sequence_parallel if training.sequence_parallel_fixed else scenario.parallel.tp > 1
-    v = scenario.fixed.interleave or 1
-    rows, how = _recompute(scenario, Choice(replace(scenario.parallel, interleave=v), sequence_parallel=sp))
+    recompute = {v: _recompute(scenario, Choice(replace(scenario.parallel, interleave=v), sequence_parallel=sp))
+                 for v in interleave_options(scenario)}
+    several = len(recompute) > 1
 
     def candidates():
-        for label, plan in _placements(scenario):
-            if plan is not None:
-                plan = dict(plan, interleave=v, sequence_parallel=sp, tp_scheme="megatron")
-                if rows is not None:
-                    plan["recompute"] = rows
-            yield label, plan
+        for v, (rows, _) in recompute.items():
+            for label, plan in _placements(scenario):
+                if plan is not None:
+                    plan = dict(plan, interleave=v, sequence_parallel=sp, tp_scheme="megatron")
+                    if rows is not None:
+                        plan["recompute"] = rows
+                yield (f"v{v} {label}" if several else label), plan
 
     best, tried = _best(scenario, options, candidates())
     if best is None:
         return MethodResult(None, "unknown", message=f"megatron baseline found no plan ({'; '.join(tried)})")
+    v = best["interleave"]
+    chosen = f"interleave {v} (fastest of {', '.join(map(str, recompute))})" if several else f"interleave {v}"
     return MethodResult(best, "feasible", None, "heuristic",
-                        f"sequence parallelism {'on' if sp else 'off'}, {how}, interleave {v}; "
+                        f"sequence parallelism {'on' if sp else 'off'}, {recompute[v][1]}, {chosen}; "
                         f"tried: {'; '.join(tried)}")
 
 

@@ -1,5 +1,7 @@
 """TATP group mapping heuristics: `snake` (sequential baseline), `tiles` (Hamiltonian blocks with
-repair around faults) and `ga` (pymoo permutation GA), plus the ring-ordering helper they share.
+repair around faults) and `ga` (pymoo permutation GA), plus the ring-ordering helper they share,
+and `untangle`, which reshapes rings so that their traffic shares the fewest links (the planner's
+tensor-parallel rings).
 
 Every method reports the trivial bound G * (1 or 2) (see TatpInstance.ring_lower_bound), so a
 heuristic that reaches it is proven optimal.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import time
 from functools import lru_cache
 from typing import Sequence
@@ -27,6 +30,9 @@ PACKING_NODES = 200_000      # DFS nodes per mesh orientation when packing block
 REGION_RINGS = 3             # rings re-partitioned exactly at once by the region search
 REGION_SETS = 5_000          # most N-die subsets of one region the exact re-partition may cost
 GENERATIONS = 200            # GA generation cap
+UNTANGLE_MOVES = 30_000      # annealing moves of `untangle` (a count, not a time: one seed, one answer)
+HEAT = 100.0                 # `untangle` cools from HEAT to COLD (price units: 100 per unit of overload)
+COLD = 1.0
 
 
 # --- ring ordering ---------------------------------------------------------------------------------
@@ -531,3 +537,112 @@ def ga(instance, options: SolveOptions) -> MethodResult:
                 best = rings
     return _result(instance, best, options, "pymoo GA seeded with tiles and snake",
                    solver=f"pymoo {version('pymoo')}")
+
+
+# --- untangle: rings whose traffic shares the fewest links -------------------------------------------
+class _LinkLoad:
+    """Flows per directed link of a set of rings, each step carrying one flow each way on the
+    mesh's routes, and the price of the set: 100 per unit of squared overload (a link carrying c > 1
+    flows costs (c - 1)^2) plus one per hop beyond the first of every step."""
+
+    def __init__(self, mesh: Mesh):
+        self.mesh, self.load, self.price, self._links = mesh, {}, 0, {}
+
+    def _route(self, a: Die, b: Die) -> list:
+        if (a, b) not in self._links:
+            self._links[a, b] = Mesh.route_links(self.mesh.xy_route(a, b))
+        return self._links[a, b]
+
+    def change(self, steps, sign: int) -> None:
+        """Add (sign +1) or remove (-1) the flows of ring steps (die pairs)."""
+        for a, b in steps:
+            for src, dst in ((a, b), (b, a)):
+                links = self._route(src, dst)
+                self.price += sign * (len(links) - 1)
+                for link in links:
+                    before = self.load.get(link, 0)
+                    self.load[link] = after = before + sign
+                    self.price += 100 * (max(0, after - 1) ** 2 - max(0, before - 1) ** 2)
+
+
+def _ring_steps(ring: Sequence[Die]) -> list[tuple[Die, Die]]:
+    return [(ring[i], ring[(i + 1) % len(ring)]) for i in range(len(ring))]
+
+
+def _swap(rings, rng, n):
+    """Exchange a die of one ring with a die of another: (saved rings, steps out, steps in)."""
+    g, h = rng.sample(range(len(rings)), 2)
+    i, j = rng.randrange(n), rng.randrange(n)
+    rg, rh = rings[g], rings[h]
+    saved = {g: list(rg), h: list(rh)}
+    x, y = rg[i], rh[j]
+    out = [(rg[i - 1], x), (x, rg[(i + 1) % n]), (rh[j - 1], y), (y, rh[(j + 1) % n])]
+    rg[i], rh[j] = y, x
+    return saved, out, [(rg[i - 1], y), (y, rg[(i + 1) % n]), (rh[j - 1], x), (x, rh[(j + 1) % n])]
+
+
+def _reverse(rings, rng, n):
+    """Reverse a segment of one ring (2-opt): only its two boundary steps change."""
+    g = rng.randrange(len(rings))
+    i, j = sorted(rng.sample(range(n), 2))
+    r = rings[g]
+    saved = {g: list(r)}
+    if i == 0 and j == n - 1:
+        return saved, [], []
+    before, after = r[i - 1], r[(j + 1) % n]
+    out = [(before, r[i]), (r[j], after)]
+    r[i:j + 1] = r[i:j + 1][::-1]
+    return saved, out, [(before, r[i]), (r[j], after)]
+
+
+def _move(rings, rng, n):
+    """Move one die of a ring to another place in the same ring."""
+    g = rng.randrange(len(rings))
+    r = rings[g]
+    saved = {g: list(r)}
+    i, j = rng.sample(range(n), 2)
+    x, before, after = r[i], r[i - 1], r[(i + 1) % n]
+    r.insert(j, r.pop(i))
+    a, b = r[j - 1], r[(j + 1) % n]   # neighbours in the new place, adjacent once x left
+    return saved, [(before, x), (x, after), (a, b)], [(before, after), (a, x), (x, b)]
+
+
+MOVES = ((0.35, _swap), (0.7, _reverse), (1.0, _move))   # (cumulative share, move)
+
+
+def untangle(mesh: Mesh, groups: list[list[Die]], seed: int = 0, moves: int = UNTANGLE_MOVES,
+             stop=never) -> list[list[Die]]:
+    """Simulated annealing over the rings' orders and members (swap two dies of different rings,
+    reverse a segment of a ring, move a die within its ring) on the `_LinkLoad` price; the best
+    rings seen. Deterministic for a seed unless `stop` cuts it short."""
+    rings = [[tuple(d) for d in g] for g in groups]
+    n = len(rings[0]) if rings else 0
+    if n < 3:
+        return rings
+    rng = random.Random(seed)
+    load = _LinkLoad(mesh)
+    for ring in rings:
+        load.change(_ring_steps(ring), +1)
+    best, best_price = [list(r) for r in rings], load.price
+    for k in range(moves):
+        if best_price == 0 or k % 1000 == 0 and stop():   # 0: one-hop steps, no link shared
+            break
+        pick = rng.random()
+        move = next(m for share, m in MOVES if pick < share)
+        if move is _swap and len(rings) == 1:
+            move = _reverse
+        saved, out, into = move(rings, rng, n)
+        before = load.price
+        load.change(out, -1)
+        load.change(into, +1)
+        delta = load.price - before
+        heat = HEAT * (COLD / HEAT) ** (k / moves)
+        if delta <= 0 or rng.random() < math.exp(-delta / heat):
+            if load.price < best_price:
+                best, best_price = [list(r) for r in rings], load.price
+            continue
+        load.change(into, -1)   # rejected: undo
+        load.change(out, +1)
+        for g, ring in saved.items():
+            rings[g] = ring
+    return best

@@ -34,7 +34,7 @@ from wafopt.planner.full_bound import (
 )
 from wafopt.planner.layout_data import LayoutBound, layout_data
 from wafopt.planner.quick_bound import quick_bound
-from wafopt.planner.space import choice_key, layout_choices
+from wafopt.planner.space import choice_key, key_name, layout_choices
 from wafopt.problems.certificates import dispatch
 
 KIND = "planner-layouts"
@@ -90,7 +90,7 @@ def certificate_data(bounds: list[LayoutBound]) -> dict:
     the weights and multiplier that prove it."""
     rows = []
     for b in bounds:
-        row = list(b.key()) + [b.value]   # [tp, pp, dp, (micro-batch,) bound]
+        row = list(b.key()) + [b.value]   # [tp, pp, dp, interleave, (micro-batch,) bound]
         if b.tier == "full":   # six items: the full tier, with the LP's weights where refined
             row += [b.w, b.mu] if b.feasible and b.refined else [None, None]
         rows.append(row)
@@ -105,14 +105,14 @@ def check_certificate(scenario: Scenario, data: dict) -> float:
     if not isinstance(rows, list):
         raise CertificateError("the planner-layouts certificate needs a list `layouts`")
     multi = len(scenario.training.micro_batches) > 1
-    head = 4 if multi else 3   # [tp, pp, dp, (micro-batch,) bound, (w, mu)]
+    head = 5 if multi else 4   # [tp, pp, dp, interleave, (micro-batch,) bound, (w, mu)]
     listed: dict[tuple, list] = {}
     for k, row in enumerate(rows):
         if (not isinstance(row, list) or len(row) not in (head + 1, head + 3)
                 or not all(isinstance(v, int) and not isinstance(v, bool) for v in row[:head])):
-            what = "tp, pp, dp, micro_batch" if multi else "tp, pp, dp"
+            what = "tp, pp, dp, interleave, micro_batch" if multi else "tp, pp, dp, interleave"
             raise CertificateError(f"layouts[{k}] must be [{what}, bound] or [{what}, bound, w, mu]")
-        listed[tuple(row[:head])] = row[:3] + row[head:]   # [tp, pp, dp, bound, (w, mu)]
+        listed[tuple(row[:head])] = row[:4] + row[head:]   # [tp, pp, dp, interleave, bound, (w, mu)]
     space = layout_choices(scenario)
     keys = {choice_key(c) for c in space}
     if set(listed) != keys:
@@ -122,24 +122,24 @@ def check_certificate(scenario: Scenario, data: dict) -> float:
                                + (f"; missing {missing}" if missing else "") + (f"; not in the space {extra}" if extra else ""))
     least = None
     for choice in space:
-        par = choice.parallel
+        name = key_name(choice_key(choice))
         row = listed[choice_key(choice)]
-        w, mu = (row[4], row[5]) if len(row) == 6 else (None, None)
+        w, mu = (row[5], row[6]) if len(row) == 7 else (None, None)
         if w is not None and (not isinstance(w, list) or not isinstance(mu, (int, float)) or isinstance(mu, bool)):
-            raise CertificateError(f"layout tp{par.tp} pp{par.pp} dp{par.dp}: weights must be a list and mu a number")
+            raise CertificateError(f"layout {name}: weights must be a list and mu a number")
         try:
-            value, reason = certified_value(scenario, choice, "full" if len(row) == 6 else "quick", w, mu)
+            value, reason = certified_value(scenario, choice, "full" if len(row) == 7 else "quick", w, mu)
         except ValueError as exc:
-            raise CertificateError(f"layout tp{par.tp} pp{par.pp} dp{par.dp}: {exc}") from None
-        stated = row[3]
+            raise CertificateError(f"layout {name}: {exc}") from None
+        stated = row[4]
         if value is None:
             continue   # infeasible whatever the certificate says: it bounds no plan
         if stated is None:
-            raise CertificateError(f"layout tp{par.tp} pp{par.pp} dp{par.dp} is listed as infeasible, but it fits")
+            raise CertificateError(f"layout {name} is listed as infeasible, but it fits")
         if not isinstance(stated, (int, float)) or isinstance(stated, bool) or not math.isfinite(stated):
-            raise CertificateError(f"layout tp{par.tp} pp{par.pp} dp{par.dp}: bound {stated!r:.40} is not a number")
+            raise CertificateError(f"layout {name}: bound {stated!r:.40} is not a number")
         if not at_most(stated, value):
-            raise CertificateError(f"layout tp{par.tp} pp{par.pp} dp{par.dp}: stated bound {stated:.10g}, the scenario "
+            raise CertificateError(f"layout {name}: stated bound {stated:.10g}, the scenario "
                                    f"proves {value:.10g}")
         least = value if least is None else min(least, value)
     if least is None:

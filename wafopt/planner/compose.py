@@ -5,8 +5,9 @@ in this order:
    DP over splits, embedding on the first stage and LM head on the last), the even split on ties;
 1. placements: serpentine over every aligned tile shape (WATOS Fig. 11a), every assignment of
    stages to tiles where there are few, and free contiguous rings from the tatp kernel where
-   tiles do not fit (odd or large tp, faulty dies); rings are chained stage after stage, each ring
-   turned to face the previous one; both tensor-parallel schemes; ranked by the evaluator
+   tiles do not fit (odd or large tp, faulty dies), each also reshaped by simulated annealing so
+   that the rings' traffic shares the fewest links (`untangle`); rings are chained stage after
+   stage, each ring turned to face the previous one; both tensor-parallel schemes; ranked by the evaluator
    without recomputation, the best two go on;
 2. recomputation with DRAM pooled over all healthy dies (GCMR, WATOS Alg. 2, with idle dies as
    memory): the recompute kernel of the placement with the wafer's DRAM as its pooled capacity,
@@ -94,7 +95,8 @@ def fixed_scenario(scenario: Scenario, choice: Choice) -> Scenario:
     """The scenario with its layout fixed to the choice's (what the kernels derive from), and with
     the choice's micro-batch size and layer split as what its plans use by default."""
     par = choice.parallel
-    fs = replace(scenario, parallel=par, fixed=replace(scenario.fixed, tp=par.tp, pp=par.pp, dp=par.dp))
+    fs = replace(scenario, parallel=par, fixed=replace(scenario.fixed, tp=par.tp, pp=par.pp, dp=par.dp,
+                                                       interleave=par.interleave))
     if choice.micro_batch is None and choice.layers is None:
         return fs
     return fs.with_choice(choice)
@@ -179,9 +181,13 @@ def placements(fs: Scenario, options: SolveOptions, notes: list[str]) -> list[tu
                 notes.append(f"no free rings: {exc}")
                 break
             if res.plan is not None and len(res.plan["groups"]) == par.pp * par.dp:
-                pipes = chain_rings(mesh, res.plan["groups"], par.pp, par.dp)
-                out.append((f"free rings ({method})", {"tp": par.tp, "pp": par.pp, "dp": par.dp,
-                                                       "pipelines": _as_lists(pipes)}))
+                groups = [[tuple(d) for d in g] for g in res.plan["groups"]]
+                calm = tatp_heuristics.untangle(mesh, groups, options.seed, stop=options.stopped)
+                for label, rings in ((method, groups), (f"{method}, untangled", calm)):
+                    if label == method or rings != groups:
+                        pipes = chain_rings(mesh, rings, par.pp, par.dp)
+                        out.append((f"free rings ({label})", {"tp": par.tp, "pp": par.pp, "dp": par.dp,
+                                                              "pipelines": _as_lists(pipes)}))
     elif par.tp == 1 and not out:
         notes.append("no healthy die order")
     return out
@@ -357,7 +363,7 @@ def compose_layout(scenario: Scenario, choice: Choice, options: SolveOptions) ->
     if split is not None:
         extra["layers"] = list(split)
         out.notes.append(f"layers {'/'.join(map(str, split))}")
-    if par.interleave > 1:   # the scenario's, said in the plan too
+    if par.interleave > 1:   # the layout's, said in the plan too
         extra["interleave"] = par.interleave
 
     def consider(plan: dict, how: str, objective: float | None = None) -> None:

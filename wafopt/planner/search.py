@@ -32,7 +32,7 @@ from wafopt.planner.compose import fixed_scenario
 from wafopt.planner.ga import improve
 from wafopt.planner.layout_data import LayoutBound
 from wafopt.planner.parallel import executor
-from wafopt.planner.space import layout_choices, plan_key
+from wafopt.planner.space import key_name, layout_choices, plan_key
 from wafopt.planner.tighten import plan_bound, space_bounds, tighten, upgrade
 from wafopt.problems import evaluate
 
@@ -45,10 +45,6 @@ FIRST_PLAN_SHARE = 0.05   # of the budget, at most, for it
 
 SOLVED, OPTIMAL, NO_PLAN, PRUNED, INFEASIBLE, TIMED_OUT = (
     "solved", "optimal for its layout", "no plan found", "pruned by bound", "infeasible", "timed out")
-
-
-def _name(key) -> str:
-    return f"tp{key[0]} pp{key[1]} dp{key[2]}" + (f" mb{key[3]}" if len(key) > 3 else "")
 
 
 class LayoutSearch:
@@ -88,7 +84,7 @@ class LayoutSearch:
         self.options.incumbent(plan, self.certificate())
         self.record()
         gap = relative_gap(objective, self.bound)
-        self.options.progress(f"plan: {objective:.6g} s ({_name(key)}, {how})"
+        self.options.progress(f"plan: {objective:.6g} s ({key_name(key)}, {how})"
                               + (f", bound {self.bound:.6g}, gap {100 * gap:.3g}%" if gap is not None else ""),
                               force=True)
         return True
@@ -107,14 +103,14 @@ class LayoutSearch:
             if objective is None and b.key() in self.first:   # its composition gave nothing better
                 objective, how = self.first[b.key()]
                 note = f"{note}; {how}" if note else how
-            rows.append({"layout": _name(b.key()), "tp": b.layout.tp, "pp": b.layout.pp, "dp": b.layout.dp,
-                         **({} if b.choice.micro_batch is None else {"micro_batch": b.choice.micro_batch}),
+            rows.append({"layout": key_name(b.key()), "tp": b.layout.tp, "pp": b.layout.pp, "dp": b.layout.dp,
+                         "interleave": b.layout.interleave, **({} if b.choice.micro_batch is None else {"micro_batch": b.choice.micro_batch}),
                          "bound": b.value, "bound_tier": b.tier + (" + LP" if b.refined else ""),
                          "objective": objective, "status": status, "note": note,
                          "seconds": round(outcome.seconds, 3) if outcome else None})
         order = {INFEASIBLE: 1}
         return sorted(rows, key=lambda r: (order.get(r["status"], 0), r["bound"] if r["bound"] is not None else 0.0,
-                                           r["tp"], r["pp"], r["dp"], r.get("micro_batch", 0)))
+                                           r["tp"], r["pp"], r["dp"], r["interleave"], r.get("micro_batch", 0)))
 
     def settle(self, key, outcome) -> None:
         if outcome is None:
@@ -175,7 +171,7 @@ def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True
     search.update_bound()
     best = plan_bound(bounds)
     options.progress(f"plan: {len(bounds)} layouts, {sum(b.feasible for b in bounds)} not excluded by their "
-                     f"model state; bound " + (f"{search.bound:.6g} s ({_name(best.key())})" if best else "none"),
+                     f"model state; bound " + (f"{search.bound:.6g} s ({key_name(best.key())})" if best else "none"),
                      force=True)
     search.record()
     pool = executor(options, max(1, options.workers), options.scheduler) if best else None
@@ -206,7 +202,7 @@ def solve_planner(scenario, options: SolveOptions, improve_globally: bool = True
         why = "no layout fits the wafer" if best is None else "no plan composed within the budget"
         return MethodResult(None, "unknown", certificate, _solver(), f"planner: {why}", _stats(search, ga_stats, budget))
     counts = _counts(search)
-    message = (f"best layout {_name(search.best_layout)}; {len(bounds)} layouts: "
+    message = (f"best layout {key_name(search.best_layout)}; {len(bounds)} layouts: "
                + ", ".join(f"{n} {s}" for s, n in counts.items()))
     return MethodResult(search.plan, "feasible", certificate, _solver(), message, _stats(search, ga_stats, budget))
 
@@ -247,5 +243,5 @@ def _solver() -> str:
 
 def _stats(search: LayoutSearch, ga_stats: dict, budget: float) -> dict:
     return {"candidates": search.table(), "convergence": search.convergence, "counts": _counts(search),
-            "best_layout": _name(search.best_layout) if search.best_layout else None,
+            "best_layout": key_name(search.best_layout) if search.best_layout else None,
             "budget_s": budget, "workers": search.options.workers, "ga": ga_stats}

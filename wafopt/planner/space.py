@@ -1,10 +1,12 @@
-"""The planner's search space: every layout (tp, pp, dp) and micro-batch size a plan may choose.
+"""The planner's search space: every layout (tp, pp, dp, interleave) and micro-batch size a plan
+may choose.
 
 A layout is in the space when tp is legal for the model and the wafer (wafopt.costmodel.rules),
 tp * pp * dp <= healthy dies, pp <= layers and dp divides global_batch / b for the micro-batch
-size b, restricted to what the scenario's `parallel:` fixes. A scenario that fixes `interleave: v`
-runs interleaved 1F1B in every layout: pp must then split the layers into pp * v equal chunks and
-the micro-batches of a pipeline into groups of pp (the interleave rule of wafopt.costmodel.rules).
+size b, restricted to what the scenario's `parallel:` fixes. Interleaved 1F1B with v virtual
+stages per device (Narayanan et al. 2021, Sec. 2.2.2) is the scenario's `interleave: v` where it
+fixes one, else any v the interleave rule allows (v = 1, or pp * v equal chunks of layers and the
+micro-batches of a pipeline in groups of pp; wafopt.costmodel.rules).
 Every plan the evaluator accepts has one of these choices; each stage may use either
 tensor-parallel scheme, and the plan chooses its contiguous layer split.
 
@@ -27,7 +29,6 @@ def _layouts(scenario: Scenario, micro_batch: int) -> list[Parallel]:
     fixed = scenario.fixed
     sequences = scenario.training.global_batch // micro_batch
     dps = [fixed.dp] if fixed.dp else [d for d in _divisors(sequences) if d <= healthy]
-    v = fixed.interleave or 1
     out = []
     tps = [t for t in range(1, healthy + 1) if scenario.tp_schemes(t)]
     for tp in ([fixed.tp] if fixed.tp else tps):
@@ -38,9 +39,20 @@ def _layouts(scenario: Scenario, micro_batch: int) -> list[Parallel]:
                 continue
             top = min(scenario.llm.layers, healthy // (tp * dp))
             for pp in ([fixed.pp] if fixed.pp else range(1, top + 1)):
-                if 1 <= pp <= top and not interleave_violation(scenario.llm, pp, v, sequences // dp):
-                    out.append(Parallel(tp, pp, dp, v))
-    return sorted(out, key=lambda p: (p.tp, p.pp, p.dp))
+                if 1 <= pp <= top:
+                    out += [Parallel(tp, pp, dp, v) for v in interleaves(scenario, pp, sequences // dp)]
+    return sorted(out, key=_order)
+
+
+def interleaves(scenario: Scenario, pp: int, microbatches: int) -> list[int]:
+    """The virtual stages per device a pipeline of pp stages may run: the scenario's, else every v
+    the interleave rule allows (1 always)."""
+    options = [scenario.fixed.interleave] if scenario.fixed.interleave else range(1, scenario.llm.layers // pp + 1)
+    return [v for v in options if not interleave_violation(scenario.llm, pp, v, microbatches)]
+
+
+def _order(par: Parallel) -> tuple:
+    return par.tp, par.pp, par.dp, par.interleave
 
 
 def layout_space(scenario: Scenario) -> list[Parallel]:
@@ -49,7 +61,7 @@ def layout_space(scenario: Scenario) -> list[Parallel]:
     sizes = scenario.training.micro_batches
     if len(sizes) > 1:
         union = {par for b in sizes for par in _layouts(scenario, b)}
-        return sorted(union, key=lambda p: (p.tp, p.pp, p.dp))
+        return sorted(union, key=_order)
     return _layouts(scenario, scenario.training.micro_batch)
 
 
@@ -60,20 +72,19 @@ def layout_choices(scenario: Scenario) -> list[Choice]:
     if len(sizes) == 1:
         return [Choice(par) for par in _layouts(scenario, scenario.training.micro_batch)]
     out = [Choice(par, micro_batch=b) for b in sizes for par in _layouts(scenario, b)]
-    return sorted(out, key=lambda c: (c.parallel.tp, c.parallel.pp, c.parallel.dp, c.micro_batch))
+    return sorted(out, key=lambda c: _order(c.parallel) + (c.micro_batch,))
 
 
 def choice_key(choice: Choice) -> tuple:
-    """(tp, pp, dp), and the micro-batch size where the scenario allows several."""
-    par = choice.parallel
-    base = (par.tp, par.pp, par.dp)
+    """(tp, pp, dp, interleave), and the micro-batch size where the scenario allows several."""
+    base = _order(choice.parallel)
     return base if choice.micro_batch is None else base + (choice.micro_batch,)
 
 
 def plan_key(scenario: Scenario, plan: dict) -> tuple:
-    """The key of a plan's choice: (tp, pp, dp), and its micro-batch size where the scenario
-    allows several."""
-    key = (plan["tp"], plan["pp"], plan.get("dp", 1))
+    """The key of a plan's choice: (tp, pp, dp, interleave), and its micro-batch size where the
+    scenario allows several."""
+    key = (plan["tp"], plan["pp"], plan.get("dp", 1), plan.get("interleave", scenario.fixed.interleave or 1))
     if len(scenario.training.micro_batches) > 1:
         key += (plan.get("micro_batch", scenario.training.micro_batch),)
     return key
@@ -82,3 +93,9 @@ def plan_key(scenario: Scenario, plan: dict) -> tuple:
 def choice_size(scenario: Scenario, choice: Choice) -> int:
     """The micro-batch size of a choice (the scenario's where it leaves it open)."""
     return choice.micro_batch or scenario.training.micro_batch
+
+
+def key_name(key: tuple) -> str:
+    """A layout key for people: tp8 pp7 dp1, with v2 where interleaved and mb2 where sized."""
+    name = f"tp{key[0]} pp{key[1]} dp{key[2]}" + (f" v{key[3]}" if key[3] > 1 else "")
+    return name + (f" mb{key[4]}" if len(key) > 4 else "")
