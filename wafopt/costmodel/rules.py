@@ -83,6 +83,13 @@ def interleave_violation(llm, pp: int, interleave: int, microbatches: int | None
     return None
 
 
+def legal_interleaves(llm, pp: int, microbatches: int | None, fixed: int | None = None) -> list[int]:
+    """The virtual stages per device a pipeline of pp stages may run: `fixed` where a scenario
+    fixes it (if legal), else every v the interleave rule allows (1 always)."""
+    options = [fixed] if fixed else range(1, llm.layers // pp + 1)
+    return [v for v in options if not interleave_violation(llm, pp, v, microbatches)]
+
+
 def layout_violation(llm, parallel_rules: str, tp: int, pp: int = 1, interleave: int = 1,
                      microbatches: int | None = None, schemes=("megatron",)) -> str | None:
     """The first rule a layout breaks with these tensor-parallel schemes, or None."""

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.result import MethodResult
-from wafopt.costmodel.rules import interleave_violation
+from wafopt.costmodel.rules import legal_interleaves
 from wafopt.costmodel.scenario import Choice, Scenario
 from wafopt.problems import evaluate
 from wafopt.problems.plan.layouts import serpentine_plans
@@ -84,23 +84,15 @@ def _best(scenario: Scenario, options: SolveOptions, candidates) -> tuple[dict |
     return best, tried
 
 
-def interleave_options(scenario: Scenario) -> list[int]:
-    """The virtual stages per device Megatron-LM may run: the scenario's, else every legal v."""
-    if scenario.fixed.interleave is not None:
-        return [scenario.fixed.interleave]
-    par, training = scenario.parallel, scenario.training
-    microbatches = training.global_batch // (training.micro_batch * par.dp)
-    return [v for v in range(1, scenario.llm.layers // par.pp + 1)
-            if not interleave_violation(scenario.llm, par.pp, v, microbatches)]
-
-
 def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     if scenario.parallel is None:
         return MethodResult(None, "unknown", message="megatron needs a fixed layout: add parallel: {tp, pp, dp}")
     training = scenario.training
     sp = training.sequence_parallel if training.sequence_parallel_fixed else scenario.parallel.tp > 1
-    recompute = {v: _recompute(scenario, Choice(replace(scenario.parallel, interleave=v), sequence_parallel=sp))
-                 for v in interleave_options(scenario)}
+    par, training = scenario.parallel, scenario.training
+    microbatches = training.global_batch // (training.micro_batch * par.dp)
+    recompute = {v: _recompute(scenario, Choice(replace(par, interleave=v), sequence_parallel=sp))
+                 for v in legal_interleaves(scenario.llm, par.pp, microbatches, scenario.fixed.interleave)}
     several = len(recompute) > 1
 
     def candidates():

@@ -91,7 +91,7 @@ def certificate_data(bounds: list[LayoutBound]) -> dict:
     rows = []
     for b in bounds:
         row = list(b.key()) + [b.value]   # [tp, pp, dp, interleave, (micro-batch,) bound]
-        if b.tier == "full":   # six items: the full tier, with the LP's weights where refined
+        if b.tier == "full":   # seven items: the full tier, with the LP's weights where refined
             row += [b.w, b.mu] if b.feasible and b.refined else [None, None]
         rows.append(row)
     return {"layouts": rows}

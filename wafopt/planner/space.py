@@ -16,7 +16,7 @@ size either, as in the planner-layouts certificate).
 
 from __future__ import annotations
 
-from wafopt.costmodel.rules import interleave_violation
+from wafopt.costmodel.rules import legal_interleaves
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 
 
@@ -40,15 +40,9 @@ def _layouts(scenario: Scenario, micro_batch: int) -> list[Parallel]:
             top = min(scenario.llm.layers, healthy // (tp * dp))
             for pp in ([fixed.pp] if fixed.pp else range(1, top + 1)):
                 if 1 <= pp <= top:
-                    out += [Parallel(tp, pp, dp, v) for v in interleaves(scenario, pp, sequences // dp)]
+                    out += [Parallel(tp, pp, dp, v)
+                            for v in legal_interleaves(scenario.llm, pp, sequences // dp, fixed.interleave)]
     return sorted(out, key=_order)
-
-
-def interleaves(scenario: Scenario, pp: int, microbatches: int) -> list[int]:
-    """The virtual stages per device a pipeline of pp stages may run: the scenario's, else every v
-    the interleave rule allows (1 always)."""
-    options = [scenario.fixed.interleave] if scenario.fixed.interleave else range(1, scenario.llm.layers // pp + 1)
-    return [v for v in options if not interleave_violation(scenario.llm, pp, v, microbatches)]
 
 
 def _order(par: Parallel) -> tuple:
