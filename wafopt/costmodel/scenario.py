@@ -39,8 +39,10 @@ class Fixed:
     tp_scheme: str | None = None   # megatron | tatp on every stage
 
     def violation(self, par: Parallel, schemes: tuple[str, ...] = ()) -> str | None:
+        """How a plan's layout and schemes break what the instance fixes (interleave: the
+        evaluator's own check, wafopt.costmodel.plan_layout)."""
         wrong = [f"{k}={getattr(par, k)} (the instance fixes {k}={getattr(self, k)})"
-                 for k in ("tp", "pp", "dp", "interleave") if getattr(self, k) not in (None, getattr(par, k))]
+                 for k in ("tp", "pp", "dp") if getattr(self, k) not in (None, getattr(par, k))]
         if self.tp_scheme is not None and any(s != self.tp_scheme for s in schemes):
             wrong.append(f"tp_scheme {'/'.join(dict.fromkeys(schemes))} (the instance fixes tp_scheme={self.tp_scheme})")
         return "plan layout " + ", ".join(wrong) if wrong else None

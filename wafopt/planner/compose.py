@@ -183,11 +183,11 @@ def placements(fs: Scenario, options: SolveOptions, notes: list[str]) -> list[tu
             if res.plan is not None and len(res.plan["groups"]) == par.pp * par.dp:
                 groups = [[tuple(d) for d in g] for g in res.plan["groups"]]
                 calm = tatp_heuristics.untangle(mesh, groups, options.seed, stop=options.stopped)
-                for label, rings in ((method, groups), (f"{method}, untangled", calm)):
-                    if label == method or rings != groups:
-                        pipes = chain_rings(mesh, rings, par.pp, par.dp)
-                        out.append((f"free rings ({label})", {"tp": par.tp, "pp": par.pp, "dp": par.dp,
-                                                              "pipelines": _as_lists(pipes)}))
+                variants = [(method, groups)] + ([(f"{method}, untangled", calm)] if calm != groups else [])
+                for label, rings in variants:
+                    pipes = chain_rings(mesh, rings, par.pp, par.dp)
+                    out.append((f"free rings ({label})", {"tp": par.tp, "pp": par.pp, "dp": par.dp,
+                                                          "pipelines": _as_lists(pipes)}))
     elif par.tp == 1 and not out:
         notes.append("no healthy die order")
     return out
