@@ -16,7 +16,13 @@ from wafopt.planner.ablation import Row
 from wafopt.planner.ablation import ablation as planner_ablation
 from wafopt.present.simulation import plot_simulation
 from wafopt.present.trace import write_trace
-from wafopt.run.fidelity import FidelityRow, summary
+from wafopt.run.fidelity import (
+    FidelityRow,
+    LayerRow,
+    layer_fidelity,
+    layer_summary,
+    summary,
+)
 from wafopt.run.fidelity import fidelity as fidelity_rows
 from wafopt.run.methods import methods
 from wafopt.run.tatp_report import report as tatp_table
@@ -149,10 +155,14 @@ def calibrate(plans: int = 50, seed: int = 0, out: str = "docs/calibration.md",
 class FidelityRun:
     rows: list[FidelityRow]
     summary: dict
+    layers: list[LayerRow]     # single layers' forward and backward passes
+    layer_summary: dict
 
 
 def fidelity(progress: Callable | None = None) -> FidelityRun:
     """The cost model's prediction of every shipped measured training run (wafopt/data/measured)
-    against its measured iteration time; `progress(row)` after each run."""
+    against its measured iteration time, and of every measured layer's forward and backward
+    pass; `progress(row)` after each run."""
     rows = fidelity_rows(progress)
-    return FidelityRun(rows, summary(rows))
+    layers = layer_fidelity()
+    return FidelityRun(rows, summary(rows), layers, layer_summary(layers))

@@ -13,6 +13,7 @@ from wafopt.present.tables import (
     calibration_line,
     calibration_summary,
     fidelity_table,
+    layer_fidelity_table,
 )
 
 
@@ -150,7 +151,15 @@ class Fidelity(Command):
             print(json.dumps({"runs": [{"name": r.run.name, "source": r.run.source, "measured_s": r.run.measured_s,
                                         "predicted_s": r.predicted_s, "error": r.error, "message": r.message,
                                         "scenario": r.run.scenario} for r in done.rows],
-                              "summary": done.summary}, indent=1))
+                              "summary": done.summary,
+                              "layers": [{"name": r.layer.name, "source": r.layer.source,
+                                          "measured_forward_s": r.layer.forward_s, "predicted_forward_s": r.forward_s,
+                                          "measured_backward_s": r.layer.backward_s,
+                                          "predicted_backward_s": r.backward_s, "errors": list(r.errors),
+                                          "scenario": r.layer.scenario} for r in done.layers],
+                              "layer_summary": done.layer_summary}, indent=1))
         else:
             print(fidelity_table(done.rows, done.summary, markdown=args.markdown))
+            print()
+            print(layer_fidelity_table(done.layers, done.layer_summary, markdown=args.markdown))
         return EXIT_OK

@@ -143,7 +143,7 @@ def _steps(table: LayerTable, order, roofline: Roofline, backward: bool) -> tupl
         if isinstance(item, Collective):
             flush()
             op = table.op(item.op)
-            steps.append(CommStep(item, item.overlap * roofline(op.bwd if backward else op.fwd)))
+            steps.append(CommStep(item, roofline.hidden_s(item, op.bwd if backward else op.fwd)))
         else:
             names.append(item)
     flush()
@@ -212,10 +212,11 @@ def _stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first_layer, n,
             secs += c * table.unit_seconds(u, roofline)
             share = dict(u.producers)
             for coll in u.comm:
-                acc = comm.setdefault((coll.kind, coll.group, coll.op, coll.purpose, coll.overlap), [0.0, 0.0])
+                acc = comm.setdefault((coll.kind, coll.group, coll.op, coll.purpose, coll.overlap,
+                                       coll.asynchronous), [0.0, 0.0])
                 acc[0] += c * coll.tensor_bytes
-                acc[1] += c * coll.overlap * share.get(coll.op, 1.0) * roofline(table.op(coll.op).fwd)
-        steps = tuple(CommStep(Collective(k[0], v[0] / n, k[1], k[2], k[3], k[4]), v[1] / n)
+                acc[1] += c * share.get(coll.op, 1.0) * roofline.hidden_s(coll, table.op(coll.op).fwd)
+        steps = tuple(CommStep(Collective(k[0], v[0] / n, k[1], k[2], k[3], k[4], k[5]), v[1] / n)
                       for k, v in comm.items())
         units.append(OperatorUnit(ref_unit.name, nbytes / n, flops / n, secs / n, traffic / n,
                                   ref_unit.recomputable, steps))

@@ -33,6 +33,7 @@ DROPOUT_FLOPS = 2       # draw the mask (or replay it from the RNG state) and ap
 RESIDUAL_FLOPS = 3      # dropout (2) + the residual add
 ACTIVATION_FLOPS = {"gelu": 8, "swiglu": 6}   # tanh-GeLU; SiLU and the gating product
 BACKWARD_FACTOR = 2.0   # backward FLOPs and traffic = 2 x forward (input and weight gradient)
+BACKWARD_GEMM_HALF = 1 / BACKWARD_FACTOR   # the input- or the weight-gradient GEMM alone
 FLASH_BACKWARD_GEMMS = 2.5  # FlashAttention's backward recomputes Q K^T: 5 GEMMs for 2 forward
 
 SCHEMES = ("megatron", "tatp")
@@ -60,7 +61,8 @@ class Collective:
     group: int
     op: str          # the operator it belongs to
     purpose: str
-    overlap: float = 0.0   # share of its operator's compute (same pass) it runs under (streams)
+    overlap: float = 0.0   # share of its operator's compute (same pass) it can run under
+    asynchronous: bool = False   # launched beside a GEMM (Megatron-LM), hides as far as the system allows
 
     @property
     def steps(self) -> int:
@@ -125,6 +127,13 @@ class Roofline:
         self.flops = wafer.die_flops * wafer.compute_efficiency
         self.bandwidth = wafer.dram_bandwidth
         self.efficiency = wafer.efficiency
+
+    def hidden_s(self, collective: Collective, cost: Cost) -> float:
+        """Seconds of its operator's compute (`cost`, same pass) a collective runs under: TATP
+        streams hide under their share of it; an asynchronous collective's window hides it only
+        as far as the system's `async_overlap` says (its kernels share the GPU with the GEMM)."""
+        share = collective.overlap * (self.efficiency.async_overlap if collective.asynchronous else 1.0)
+        return share * self(cost) if share else 0.0
 
     def __call__(self, cost: Cost) -> float:
         eff = self.efficiency
@@ -302,8 +311,14 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
     names = {o.name for o in ops}
 
     # --- collectives, in execution order --------------------------------------------------------
-    def coll(kind, nbytes, op, purpose, overlap=0.0):
-        return Collective(kind, nbytes, t, op, purpose, overlap)
+    def coll(kind, nbytes, op, purpose, overlap=0.0, asynchronous=False):
+        return Collective(kind, nbytes, t, op, purpose, overlap, asynchronous)
+
+    def beside_gemm_half(kind, op, purpose):
+        """Megatron-LM's asynchronous backward collective of a column-parallel GEMM: the input
+        re-gather runs beside the input-gradient GEMM, the input-gradient reduction beside the
+        weight-gradient GEMM; each is half the operator's backward."""
+        return coll(kind, full, op, purpose, BACKWARD_GEMM_HALF, asynchronous=True)
 
     full = E * sbh   # the layer's boundary tensor, whole
     fwd_comm: dict[str, tuple[list, list]] = {}   # op -> (collectives before it, after it)
@@ -327,12 +342,12 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
             fwd_comm[first] = ([coll("all_gather", full, first, "gather the sequence-parallel input")], [])
             fwd_comm[last] = ([], [coll("reduce_scatter", full, last, "reduce-scatter the partial output")])
             bwd_comm[last] = ([coll("all_gather", full, last, "gather the output gradient")], [])
-            bwd_comm[first] = ([coll("all_gather", full, first, REGATHER)],
-                               [coll("reduce_scatter", full, first, "reduce-scatter the input gradient")])
+            bwd_comm[first] = ([beside_gemm_half("all_gather", first, REGATHER)],
+                               [beside_gemm_half("reduce_scatter", first, "reduce-scatter the input gradient")])
     elif t > 1:
         for first, last in (("qkv", "out_proj"), ("fc1", "fc2")):
             fwd_comm[last] = ([], [coll("all_reduce", full, last, "all-reduce the partial output (g)")])
-            bwd_comm[first] = ([], [coll("all_reduce", full, first, "all-reduce the input gradient (f)")])
+            bwd_comm[first] = ([], [beside_gemm_half("all_reduce", first, "all-reduce the input gradient (f)")])
 
     forward: list = []
     for o in ops:

@@ -4,7 +4,10 @@ Per die and per micro-batch. Seconds are compute (per-operator rooflines); commu
 depends on the placement, so the table gives the bytes and, for reference, the time of the
 layer's collectives on a ring of 1-hop steps without contention: `tp_transfer_s` in all and
 `exposed_tp_s` (= `tp_comm_s`), the part not hidden under compute (TATP streams overlap their
-operator's other rounds; Megatron's collectives are on the critical path).
+operator's other rounds; Megatron's collectives are on the critical path, its asynchronous
+backward ones as far as the system's `async_overlap` leaves them). `forward_pass_s` and
+`backward_pass_s` are one layer's passes as a profiler times them: compute plus exposed TP time,
+the backward with what it recomputes.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from wafopt.costmodel.model import LayoutWorkload, build_workload
 from wafopt.costmodel.network import least_collective_s
 from wafopt.costmodel.operators import (
+    REGATHER,
     SELECTIVE_UNITS,
     Collective,
     LayerTable,
@@ -66,17 +70,24 @@ def _layer_summary(table: LayerTable, work: LayoutWorkload, policy: str) -> dict
     total = {key: sum(r[key] for r in ops) for key in ("fwd_s", "bwd_s", "recompute_s", "fwd_flops", "bwd_flops",
                                                        "recompute_flops", "fwd_bytes", "bwd_bytes", "tp_bytes",
                                                        "activation_bytes", "stored_bytes")}
-    exposed, whole = {}, {}
+    exposed, whole = {"forward": 0.0, "backward": 0.0}, {"forward": 0.0, "backward": 0.0}
     for phase in ("forward", "backward"):
         for c in table.collectives(phase):
+            if policy == FULL and c.purpose == REGATHER:
+                continue   # the recomputed forward has just gathered the input
             op = table.op(c.op)
             cost = op.fwd if phase == "forward" else op.bwd
-            exposed.setdefault(phase, []).append(_ideal_comm_s(c, c.overlap * roofline(cost), wafer))
-            whole.setdefault(phase, []).append(_ideal_comm_s(c, 0.0, wafer))
+            exposed[phase] += _ideal_comm_s(c, roofline.hidden_s(c, cost), wafer)
+            whole[phase] += _ideal_comm_s(c, 0.0, wafer)
     repeats = 2 if policy == FULL else 1   # full recomputation repeats the forward's collectives
-    total["tp_transfer_s"] = repeats * sum(whole.get("forward", [])) + sum(whole.get("backward", []))
-    total["exposed_tp_s"] = repeats * sum(exposed.get("forward", [])) + sum(exposed.get("backward", []))
+    total["tp_transfer_s"] = repeats * whole["forward"] + whole["backward"]
+    total["exposed_tp_s"] = repeats * exposed["forward"] + exposed["backward"]
     total["tp_comm_s"] = total["exposed_tp_s"]
+    # the passes as a profiler times one layer (Korthikanti et al. 2022, Table 4): compute plus
+    # exposed TP; the backward includes what it recomputes
+    total["forward_pass_s"] = total["fwd_s"] + exposed["forward"]
+    total["backward_pass_s"] = (total["bwd_s"] + total["recompute_s"] + exposed["backward"]
+                                + (repeats - 1) * exposed["forward"])
     total["gradient_peak_bytes"] = table.gradient_peak_bytes()
     return {"operators": ops, **total}
 
@@ -112,6 +123,7 @@ def workload_report(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int
                      "distributed_optimizer": training.distributed_optimizer},
         "recompute": policy,
         "layers": {name: {"count": v["count"], "exposed_tp_s": v["exposed_tp_s"], "tp_transfer_s": v["tp_transfer_s"],
+                          "forward_pass_s": v["forward_pass_s"], "backward_pass_s": v["backward_pass_s"],
                           "operators": v["operators"]} for name, v in layers.items()},
         "per_layer": per_layer,
         "per_stage": stages,

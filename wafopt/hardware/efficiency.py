@@ -3,7 +3,8 @@
 The shape follows Calculon's system files (Isaev et al. 2023, "Calculon: a methodology and tool
 for high-level co-design of systems and large language models", Sec. 3): matrix-unit efficiency
 by the FLOPs of one operator call, one vector-unit efficiency, memory efficiency by the bytes of
-one transfer, and a bandwidth efficiency per network class. A table is a list of
+one transfer, a bandwidth efficiency per network class, and the share of its window an
+asynchronous collective hides (`async_overlap`: 0 puts it on the critical path). A table is a list of
 [size, efficiency] points, read as a step function: an operator of size x gets the efficiency of
 the largest point not above x (the first point below it). Absent tables are ideal (1.0): the
 WATOS and TEMP presets model their papers' ideal dies. Defaults and sources: docs/workload.md,
@@ -37,6 +38,7 @@ class Efficiency:
     memory: Table = ()          # by MB moved by one operator
     intra: float = 1.0          # share of the intra-node (or die-to-die) link bandwidth collectives reach
     inter: float = 1.0          # share of the inter-node bandwidth
+    async_overlap: float = 0.0  # share of its window an asynchronous collective hides (0: critical path)
 
     def matrix_at(self, flops: float) -> float:
         return lookup(self.matrix, flops / 1e9)
@@ -68,7 +70,7 @@ def _table(points, key: str) -> Table:
 
 class EfficiencySpec(Record):
     """`efficiency:` of a wafer or cluster: {matrix: [[GFLOP, eff], ...], vector, memory: [[MB, eff],
-    ...], intra, inter}."""
+    ...], intra, inter, async_overlap}."""
 
     null_is_missing: ClassVar[bool] = True
 
@@ -77,23 +79,26 @@ class EfficiencySpec(Record):
     memory: list | None = None
     intra: quantity(positive=True) = 1.0
     inter: quantity(positive=True) = 1.0
+    async_overlap: quantity(nonnegative=True) = 0.0
 
     def build(self, where: str) -> Efficiency:
-        for key in ("vector", "intra", "inter"):
+        for key in ("vector", "intra", "inter", "async_overlap"):
             if getattr(self, key) > 1:
-                raise InstanceError(f"must lie in (0, 1], got {getattr(self, key)!r}", field_at(where, key))
+                interval = "[0, 1]" if key == "async_overlap" else "(0, 1]"
+                raise InstanceError(f"must lie in {interval}, got {getattr(self, key)!r}", field_at(where, key))
         tables = {}
         for key in ("matrix", "memory"):
             try:
                 tables[key] = _table(getattr(self, key), key) if getattr(self, key) is not None else ()
             except ValueError as exc:
                 raise InstanceError(str(exc), field_at(where, key)) from None
-        return Efficiency(tables["matrix"], self.vector, tables["memory"], self.intra, self.inter)
+        return Efficiency(tables["matrix"], self.vector, tables["memory"], self.intra, self.inter, self.async_overlap)
 
     @classmethod
     def of(cls, eff: Efficiency) -> "EfficiencySpec":
         return cls.model_construct(matrix=[list(p) for p in eff.matrix] or None, vector=eff.vector,
-                                   memory=[list(p) for p in eff.memory] or None, intra=eff.intra, inter=eff.inter)
+                                   memory=[list(p) for p in eff.memory] or None, intra=eff.intra, inter=eff.inter,
+                                   async_overlap=eff.async_overlap)
 
 
 def parse_efficiency(mapping, where: str) -> Efficiency:

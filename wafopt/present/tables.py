@@ -122,6 +122,22 @@ def fidelity_table(rows: list, summary: dict, markdown: bool = False) -> str:
     return "\n".join([*_aligned(heads, cells), *tail])
 
 
+def layer_fidelity_table(rows: list, summary: dict, markdown: bool = False) -> str:
+    """Predicted against measured forward and backward pass of single layers."""
+    heads = ["layer", "forward measured (ms)", "predicted", "error", "backward measured (ms)", "predicted", "error"]
+    cells = []
+    for r in rows:
+        fwd, bwd = r.errors
+        cells.append([r.layer.name, f"{1e3 * r.layer.forward_s:.1f}", f"{1e3 * r.forward_s:.2f}", f"{100 * fwd:+.1f} %",
+                      f"{1e3 * r.layer.backward_s:.1f}", f"{1e3 * r.backward_s:.2f}", f"{100 * bwd:+.1f} %"])
+    mean, most = summary["mean_abs_error"], summary["max_abs_error"]
+    tail = (f"{summary['passes']} passes of {summary['layers']} layers; mean absolute error "
+            f"{'-' if mean is None else f'{100 * mean:.2f} %'}, largest {'-' if most is None else f'{100 * most:.2f} %'}")
+    if markdown:
+        return "\n".join([*_markdown(heads, cells), "", f"- {tail}"])
+    return "\n".join([*_aligned(heads, cells), tail])
+
+
 def _params(count: int) -> str:
     return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.0f}M"
 

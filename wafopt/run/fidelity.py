@@ -9,6 +9,10 @@ sequence parallelism, `selective` sequence parallelism with selective recomputat
 (Korthikanti et al. 2022's two columns). Every run is on the `cluster` preset of its file
 (default dgx-a100-80g) with sequence 2048 unless the file says otherwise; the file's `training`
 mapping holds the settings its runs share.
+
+A file may also list `layers` (with `layers_source`): one transformer layer's forward and
+backward pass as profiled, {model, tp, micro_batch, sequence_parallel, recompute, forward_ms,
+backward_ms}, predicted by the per-layer pass times of `wafopt workload`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Callable
 import yaml
 
 from wafopt.core.budget import SolveOptions
+from wafopt.costmodel.report import workload_report
 from wafopt.problems import parse_instance
 from wafopt.run.runner import run
 
@@ -48,13 +53,38 @@ class FidelityRow:
         return None if self.predicted_s is None else (self.predicted_s - self.run.measured_s) / self.run.measured_s
 
 
-def measured_runs() -> list[MeasuredRun]:
-    out = []
+@dataclass(frozen=True)
+class MeasuredLayer:
+    name: str
+    source: str
+    scenario: dict        # one node running the layer's tp group
+    recompute: str        # none | selective | full
+    forward_s: float
+    backward_s: float
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    layer: MeasuredLayer
+    forward_s: float      # predicted
+    backward_s: float
+
+    @property
+    def errors(self) -> tuple[float, float]:
+        """(predicted - measured) / measured of the forward and of the backward pass."""
+        return (self.forward_s / self.layer.forward_s - 1, self.backward_s / self.layer.backward_s - 1)
+
+
+def _measured_files():
     folder = resources.files("wafopt").joinpath("data", "measured")
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".yaml"):
-            continue
-        data = yaml.safe_load(entry.read_text(encoding="utf-8"))
+        if entry.name.endswith(".yaml"):
+            yield yaml.safe_load(entry.read_text(encoding="utf-8"))
+
+
+def measured_runs() -> list[MeasuredRun]:
+    out = []
+    for data in _measured_files():
         cluster, seq = data.get("cluster", "dgx-a100-80g"), data.get("seq", 2048)
         for run_data in data["runs"]:
             par = run_data["parallel"]
@@ -68,6 +98,42 @@ def measured_runs() -> list[MeasuredRun]:
                         "parallel": dict(par)}
             out.append(MeasuredRun(name, data["source"], scenario, float(run_data["measured_s"])))
     return out
+
+
+def measured_layers() -> list[MeasuredLayer]:
+    out = []
+    for data in _measured_files():
+        cluster, seq = data.get("cluster", "dgx-a100-80g"), data.get("seq", 2048)
+        for row in data.get("layers", []):
+            sp = "+sp" if row["sequence_parallel"] else ""
+            name = f"{row['model']} layer tp{row['tp']} mb{row['micro_batch']} {row['recompute']}{sp}"
+            scenario = {"problem": "plan", "name": name, "cluster": {"preset": cluster, "nodes": 1},
+                        "model": data["models"][row["model"]],
+                        "training": {**data.get("training", {}), "seq": seq, "micro_batch": row["micro_batch"],
+                                     "global_batch": row["micro_batch"],
+                                     "sequence_parallel": row["sequence_parallel"], "recompute": row["recompute"]},
+                        "parallel": {"tp": row["tp"], "pp": 1, "dp": 1}}
+            out.append(MeasuredLayer(name, data["layers_source"], scenario, row["recompute"],
+                                     row["forward_ms"] / 1e3, row["backward_ms"] / 1e3))
+    return out
+
+
+def layer_fidelity() -> list[LayerRow]:
+    """Every shipped measured layer: the per-layer forward and backward pass of `wafopt workload`."""
+    rows = []
+    for measured in measured_layers():
+        sc = parse_instance(measured.scenario).instance
+        report = workload_report(sc.llm, sc.training, sc.wafer, sc.parallel.tp, 1, 1, measured.recompute)
+        layer = report["per_layer"]
+        rows.append(LayerRow(measured, layer["forward_pass_s"], layer["backward_pass_s"]))
+    return rows
+
+
+def layer_summary(rows: list[LayerRow]) -> dict:
+    """Mean and largest absolute relative error over every pass (forward and backward) measured."""
+    errors = [abs(e) for r in rows for e in r.errors]
+    return {"layers": len(rows), "passes": len(errors), "mean_abs_error": mean(errors) if errors else None,
+            "max_abs_error": max(errors) if errors else None}
 
 
 def fidelity(progress: Callable | None = None) -> list[FidelityRow]:
