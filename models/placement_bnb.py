@@ -24,6 +24,14 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
 - A child whose bound cannot beat the incumbent is pruned (with integer data: cannot reach
   incumbent - 1).
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
+- With workers (`options.workers` > 1), subtrees in waves: the search runs here until WAVE_GROUPS
+  nodes are open; then each wave deals the open nodes (by bound, round robin) into WAVE_GROUPS
+  groups, each searched best first on a forked process for WAVE_EXPANSIONS expansions from the
+  wave's incumbent. The groups send back what they did to their subtrees, which is replayed into
+  this process's tree in group order, with the best incumbent (the first group's on a tie). Since
+  the groups depend on neither timing nor the number of processes, every run with workers gives
+  the same tree, plan and certificate (`waves_in_process` runs the same waves here); the optimum
+  and its proof are those of the search without waves, the plan among equal optima may differ.
 On a time limit or Ctrl-C the open nodes are the frontier: the bound is the least over the leaves of
 the tree (open, pruned or complete), and the tree is written as the certificate (kind
 "bnb-frontier", with the lowest open nodes listed).
@@ -31,8 +39,11 @@ the tree (open, pruned or complete), and the tree is written as the certificate 
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import heapq
 import math
+import multiprocessing
+import signal
 import time
 from dataclasses import dataclass, field
 
@@ -69,6 +80,10 @@ SPARSE = 0.25              # strong branching and lazy assignment problems only 
                            # stage pairs with flow (pipelines; on dense QAPs they cost more than they save)
 PROGRESS_EVERY_S = 1.0
 ROOT_QPB_SHARE = 0.1       # of the time limit, at most, for the root's convex quadratic programming bound
+WAVE_GROUPS = 4            # with workers: open nodes dealt into this many groups per wave (fixed, so
+                           # the answer is the same for any number of workers)
+WAVE_EXPANSIONS = 200      # expansions of one group in one wave
+POLL_S = 0.1               # how often a wave's wait checks for Ctrl-C
 
 
 @dataclass
@@ -185,6 +200,8 @@ class BranchAndBound:
         self.inst, self.options = inst, options
         self.best = Incumbent()
         self.threshold = math.inf           # children bounded at or above it are pruned
+        self.log: list | None = None        # a wave task's record of its tree's changes
+        self.waves_run = 0
         self.started = time.monotonic()
         self._last_progress = 0.0
 
@@ -226,11 +243,11 @@ class BranchAndBound:
                 return
 
     # --- one tile shape ------------------------------------------------------------------------
-    def search(self, space: TileSpace, deadline: float | None, closed: bool = False) -> TileSearch:
+    def search(self, space: TileSpace, deadline: float | None, closed: bool = False, index: int = 0,
+               pool=None) -> TileSearch:
         """The tree of one tile shape (closed: the root's QPB already reaches the incumbent, the
-        tree is the root alone)."""
+        tree is the root alone), in this process or, with a pool, in waves."""
         tree = TileSearch(space)
-        total = space.C.sum(axis=1)
         tree.stages.append(())
         tree.slots.append(())
         if closed:
@@ -239,8 +256,21 @@ class BranchAndBound:
         tree.levels[0] = [(root_bound(space), 0)]
         tree.queued = 1
         self.threshold = _prune_threshold(space, self.best.value)
+        if pool is None:
+            self.run(space, tree, deadline)
+        else:
+            self.waves(space, tree, index, deadline, pool)
+        return tree
+
+    def run(self, space: TileSpace, tree: TileSearch, deadline: float | None, until_open: int | None = None,
+            expansions: int | None = None) -> None:
+        """Search the tree's open nodes best first until none is left, the deadline, `until_open`
+        open nodes or `expansions` expansions."""
+        total = space.C.sum(axis=1)
         while tree.pending():
             if self.options.stopped() or (deadline is not None and time.monotonic() >= deadline):
+                break
+            if (until_open is not None and tree.pending() >= until_open) or expansions == 0:
                 break
             if tree.dive:
                 bound, _, node = tree.dive.pop()
@@ -256,16 +286,22 @@ class BranchAndBound:
                 nodes = self.settle(space, tree, nodes)
             if nodes:
                 self.expand(space, tree, nodes, total)
+                expansions = None if expansions is None else expansions - 1
             self._progress(space, tree)
-        return tree
 
     def still_open(self, tree: TileSearch, node: int, bound: float) -> bool:
         """A node popped with a bound the incumbent has reached since is a pruned leaf."""
         if bound < self.threshold:
             tree.bound[node] = bound
             return True
-        tree.closed_least = min(tree.closed_least, bound)
+        self.close(tree, node, bound)
         return False
+
+    def close(self, tree: TileSearch, node: int, bound: float) -> None:
+        """An open node the incumbent prunes becomes a leaf."""
+        tree.closed_least = min(tree.closed_least, bound)
+        if self.log is not None:
+            self.log.append(("close", node, bound))
 
     def settle(self, space: TileSpace, tree: TileSearch, nodes: list[int]) -> list[int]:
         """Of popped nodes of one depth, those to expand now: a node kept with a weaker bound first
@@ -280,7 +316,7 @@ class BranchAndBound:
         for node, bound in zip(lazy, bounds[:, 0].tolist()):
             tree.lazy.discard(node)
             if bound >= self.threshold:
-                tree.closed_least = min(tree.closed_least, bound)
+                self.close(tree, node, bound)
             elif bound > tree.bound[node]:
                 heapq.heappush(tree.levels[stages.shape[1]], (bound, node))
                 tree.queued += 1
@@ -356,16 +392,21 @@ class BranchAndBound:
         return out
 
     def record(self, tree: TileSearch, node: int, stages: list, slots: list, branch: int, kids: np.ndarray,
-               bounds: np.ndarray, exact: np.ndarray) -> None:
-        """Enter an expanded node's children in the tree: those that may hold a better plan as
-        open nodes (best first, or depth first beyond MAX_OPEN), the others as closed leaves."""
+               bounds: np.ndarray, exact: np.ndarray, keep: np.ndarray | None = None, enqueue: bool = True) -> list:
+        """Enter an expanded node's children in the tree: those that may hold a better plan (or
+        `keep`, replaying another process's expansion) as open nodes (best first, or depth first
+        beyond MAX_OPEN; not `enqueue`: left to the caller), the others as closed leaves. Returns
+        the kept children's (bound, id)."""
         n = tree.space.n
         tree.expanded += 1
         tree.bounded += len(kids)
         tree.lap_solved += int(exact.sum()) if len(stages) < n - 1 else 0
         tree.branch[node], tree.kids[node], tree.depth[node] = branch, kids.tolist(), len(stages)
         depth = len(stages) + 1
-        keep = bounds < self.threshold if depth < n else np.zeros(len(kids), dtype=bool)
+        if keep is None:
+            keep = bounds < self.threshold if depth < n else np.zeros(len(kids), dtype=bool)
+        if self.log is not None:
+            self.log.append(("expand", node, tree.bound[node], branch, kids, bounds, exact, keep))
         if not keep.all():
             tree.closed_least = min(tree.closed_least, float(bounds[~keep].min()))
         child_stages, slots = tuple(stages) + (branch,), tuple(slots)    # one tuple for all children
@@ -378,6 +419,8 @@ class BranchAndBound:
             tree.slots.append(slots + (k,))
             tree.child[node, k] = child
             kept.append((b, child))
+        if not enqueue:
+            return kept
         if tree.dive or tree.pending() + len(kept) > MAX_OPEN:
             tree.dive.extend(sorted(((b, -depth, child) for b, child in kept), reverse=True))
         else:
@@ -385,6 +428,63 @@ class BranchAndBound:
             for entry in kept:
                 heapq.heappush(heap, entry)
             tree.queued += len(kept)
+        return kept
+
+    # --- subtrees in parallel ------------------------------------------------------------------
+    def waves(self, space: TileSpace, tree: TileSearch, index: int, deadline: float | None, pool) -> None:
+        """Search the tree in waves over a process pool (module doc)."""
+        self.waves_run = 0
+        self.run(space, tree, deadline, until_open=WAVE_GROUPS)
+        while tree.pending() and not self.options.stopped() and (deadline is None or time.monotonic() < deadline):
+            entries = sorted(tree.open_entries())
+            tree.levels, tree.dive, tree.queued = {}, [], 0
+            groups = [entries[g::WAVE_GROUPS] for g in range(WAVE_GROUPS)]
+            groups = [g for g in groups if g]
+            tasks = [(index, self.best, self.threshold, deadline,
+                      [(tree.stages[node], tree.slots[node], bound, node in tree.lazy) for bound, node in group])
+                     for group in groups]
+            results = run_wave(pool, tasks, self.options)
+            if results is None:   # interrupted: the wave's nodes stay open with their bounds
+                self._reopen(tree, [(bound, node, node in tree.lazy) for bound, node in entries])
+                break
+            for group, result in zip(groups, results):   # in group order: the same for any pool size
+                self._replay(tree, [node for _, node in group], result)
+                value, plan = result["best"]
+                if self.better(value):
+                    self.best = Incumbent(value, plan)
+                    self.options.incumbent(plan)
+            self.threshold = _prune_threshold(space, self.best.value)
+            self.waves_run += 1
+            self._progress(space, tree)
+
+    def _replay(self, tree: TileSearch, roots: list[int], result: dict) -> None:
+        """A wave task's changes entered in this tree: its nodes are numbered 0.. from `roots` in
+        the order the task made them."""
+        ids = list(roots)
+        for event in result["log"]:
+            if event[0] == "close":
+                tree.closed_least = min(tree.closed_least, event[2])
+                continue
+            _, local, bound, branch, kids, bounds, exact, keep = event
+            node = ids[local]
+            tree.bound[node] = bound
+            stages, slots = list(tree.stages[node]), list(tree.slots[node])
+            tree.stages[node] = tree.slots[node] = None
+            ids += [child for _, child in self.record(tree, node, stages, slots, branch, kids, bounds, exact,
+                                                      keep, enqueue=False)]
+        for node in roots:
+            tree.lazy.discard(node)
+        self._reopen(tree, [(bound, ids[local], lazy) for bound, local, lazy in result["open"]])
+
+    @staticmethod
+    def _reopen(tree: TileSearch, entries: list) -> None:
+        for bound, node, lazy in entries:
+            heapq.heappush(tree.levels.setdefault(len(tree.stages[node]), []), (bound, node))
+            tree.queued += 1
+            if lazy:
+                tree.lazy.add(node)
+            else:
+                tree.lazy.discard(node)
 
     def _progress(self, space: TileSpace, tree: TileSearch) -> None:
         now = time.monotonic()
@@ -420,21 +520,74 @@ def root_qpb(space: TileSpace, options: SolveOptions, search: BranchAndBound) ->
     return float(value), entry, seconds
 
 
+_SPACES: list = []   # the run's tile shapes, inherited by the forked wave workers
+IN_PROCESS = "in-process"   # a wave "pool" that runs the groups one after another here
+
+
+def _worker_setup() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
+
+
+def wave_pool(workers: int):
+    """A process pool for the waves (forked: the workers inherit the tile shapes), or None (the
+    search in one process, without waves) for one worker or where processes cannot fork."""
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return cf.ProcessPoolExecutor(max_workers=min(workers, WAVE_GROUPS), mp_context=multiprocessing.get_context("fork"),
+                                  initializer=_worker_setup)
+
+
+def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, roots: list) -> dict:
+    """One group of one wave: best first from `roots` (stages, slots, bound, lazy) for
+    WAVE_EXPANSIONS expansions, from the wave's incumbent; returns the tree's changes, its open
+    nodes and its incumbent."""
+    space = _SPACES[index]
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    search = BranchAndBound(space.inst, SolveOptions(time_limit=left, quiet=True).start())
+    search.best, search.threshold, search.log = best, threshold, []
+    tree = TileSearch(space)
+    dive = len(roots) > MAX_OPEN // WAVE_GROUPS   # the group's share of the open nodes: depth first
+    for stages, slots, bound, lazy in roots:
+        node = len(tree.stages)
+        tree.stages.append(stages)
+        tree.slots.append(slots)
+        if dive:
+            tree.dive.append((bound, -len(stages), node))
+        else:
+            heapq.heappush(tree.levels.setdefault(len(stages), []), (bound, node))
+            tree.queued += 1
+        if lazy:
+            tree.lazy.add(node)
+    tree.dive.sort(reverse=True)   # the least bound (then the deepest) on top
+    search.run(space, tree, deadline, expansions=WAVE_EXPANSIONS)
+    return {"log": search.log, "open": [(bound, node, node in tree.lazy) for bound, node in tree.open_entries()],
+            "best": (search.best.value, search.best.plan)}
+
+
+def run_wave(pool, tasks: list, options: SolveOptions) -> list | None:
+    """The wave's results in task order, or None when interrupted (the pool's workers stopped)."""
+    if pool == IN_PROCESS:
+        return [wave_task(*task) for task in tasks]
+    futures = [pool.submit(wave_task, *task) for task in tasks]
+    pending = set(futures)
+    while pending:
+        if options.interrupted:
+            for process in list((getattr(pool, "_processes", None) or {}).values()):
+                if process.is_alive():
+                    process.terminate()
+            return None
+        _, pending = cf.wait(pending, timeout=POLL_S)
+    return [f.result() for f in futures]
+
+
 def _name(space: TileSpace) -> str:
     return f"{space.layout.tile[0]}x{space.layout.tile[1]}"
 
 
-def bnb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
-    """Branch and bound over stage-to-slot assignments with Gilmore-Lawler bounds (see module doc)."""
-    search = BranchAndBound(inst, options)
-    spaces = [TileSpace(inst, lay) for lay in inst.layouts]
-    search.warm_start(spaces)
-    roots = [root_bound(space) for space in spaces]
-    expect_parts(options, {_name(space): root for space, root in zip(spaces, roots)})   # a tile's bound bounds its plans only
-    strong = [root_qpb(space, options, search) for space in spaces]
-    roots = [max(gl, s[0]) if s else gl for gl, s in zip(roots, strong)]
-    order = sorted(range(len(spaces)), key=lambda k: roots[k])
-    tiles, stats = {}, {}
+def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list, strong: list,
+                  options: SolveOptions, pool, tiles: dict, stats: dict) -> None:
+    """Every tile shape in turn, best root bound first, each with its share of the time left;
+    its certificate entry into `tiles`, its numbers into `stats`."""
     for position, k in enumerate(order):
         space = spaces[k]
         name = _name(space)
@@ -443,7 +596,7 @@ def bnb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
         left = options.remaining()
         deadline = None if left is None else time.monotonic() + left / (len(order) - position)
         proven_at_root = bool(strong[k]) and roots[k] >= search.threshold
-        tree = search.search(space, deadline, closed=proven_at_root)
+        tree = search.search(space, deadline, closed=proven_at_root, index=k, pool=pool)
         tiles[name] = tree.certificate(search.threshold)
         if strong[k]:
             tiles[name]["root"] = strong[k][1]
@@ -453,7 +606,31 @@ def bnb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
                                        "used": "qpb" if strong[k] and strong[k][0] > root_bound(space) else "gilmore-lawler"},
                        "nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": tree.lap_solved,
                        "open": tree.pending(), "root_bound": space.rounded(roots[k]),
-                       "bound": space.rounded(tiles[name]["bound"]), "proven": not tree.pending()}
+                       "bound": space.rounded(tiles[name]["bound"]), "proven": not tree.pending(),
+                       **({"waves": search.waves_run, "wave_groups": WAVE_GROUPS} if pool is not None else {})}
+
+
+def bnb(inst: PlacementInstance, options: SolveOptions, waves_in_process: bool = False) -> MethodResult:
+    """Branch and bound over stage-to-slot assignments with Gilmore-Lawler bounds (see module doc).
+    With `options.workers` > 1 the search runs in waves on a process pool; `waves_in_process` runs
+    the same waves here, one group after another (the same answer)."""
+    search = BranchAndBound(inst, options)
+    spaces = [TileSpace(inst, lay) for lay in inst.layouts]
+    search.warm_start(spaces)
+    roots = [root_bound(space) for space in spaces]
+    expect_parts(options, {_name(space): root for space, root in zip(spaces, roots)})   # a tile's bound bounds its plans only
+    strong = [root_qpb(space, options, search) for space in spaces]
+    roots = [max(gl, s[0]) if s else gl for gl, s in zip(roots, strong)]
+    order = sorted(range(len(spaces)), key=lambda k: roots[k])
+    tiles, stats = {}, {}
+    _SPACES[:] = spaces
+    pool = IN_PROCESS if waves_in_process else wave_pool(options.workers)
+    try:
+        _search_tiles(search, spaces, order, roots, strong, options, pool, tiles, stats)
+    finally:
+        _SPACES.clear()
+        if isinstance(pool, cf.Executor):
+            pool.shutdown(wait=False, cancel_futures=False)   # cancelling after a terminate breaks 3.11's pool thread
     # a tile shape not searched (time ran out) keeps its root Gilmore-Lawler bound
     values = [space.rounded(tiles[name]["bound"] if name in tiles else root)
               for space, name, root in zip(spaces, (_name(s) for s in spaces), roots)]

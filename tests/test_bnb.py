@@ -322,3 +322,49 @@ def test_a_tree_too_large_to_check_is_cut_and_still_certifies(monkeypatch):
     assert "cut_at_depth" in tile and len(decode_tree(tile["tree"], 12)) <= 300
     assert root_bound(TileSpace(lo.instance, lo.instance.layouts[0])) <= result.bound.value <= 578.0
     assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL
+
+
+# --- subtrees in parallel ----------------------------------------------------------------------------
+
+def solve_in_waves(inst, workers: int, time_limit=120.0, in_process=False):
+    options = SolveOptions(time_limit=time_limit, quiet=True, workers=workers).start()
+    return bnb(inst, options, waves_in_process=in_process)
+
+
+@pytest.mark.parametrize("case", ["1x1-n7", "pairs-fault-n5", "2x2-fault-n4", "shapes-n3"])
+def test_waves_match_brute_force(case):
+    inst = loaded(**TINY[case]).instance
+    optimum = brute_force(inst)
+    result = solve_in_waves(inst, 2)
+    assert result.status == "optimal"
+    assert abs(evaluate("placement", inst, result.plan).objective - optimum) <= TOL
+    assert check_bnb_frontier(inst, result.bound.data) >= optimum - TOL
+
+
+@pytest.mark.parametrize("name", ["nug12", "pl-sparse-16"])
+def test_waves_give_one_answer_for_any_number_of_workers(name):
+    """The waves deal the open nodes into a fixed number of groups and merge the groups' results in
+    their order: in this process, on 2 or on 3 processes the answer and the tree are the same, and
+    the optimum is the one search without waves proves."""
+    path = QAPLIB / f"{name}.yaml" if name.startswith("nug") else ROOT / "instances" / "placement" / f"{name}.yaml"
+    inst = load(path).instance
+    serial = solve_direct(inst, time_limit=120)
+    runs = [solve_in_waves(inst, 1, in_process=True), solve_in_waves(inst, 2), solve_in_waves(inst, 3)]
+    for result in runs:
+        assert result.status == serial.status == "optimal" and result.bound.value == serial.bound.value
+        assert result.plan == runs[0].plan and result.bound.data == runs[0].bound.data
+        stats = result.stats["layouts"]
+        assert all(s["waves"] >= 1 for s in stats.values())
+        assert evaluate("placement", inst, result.plan).objective == serial.bound.value
+        assert check_bnb_frontier(inst, json.loads(json.dumps(result.bound.data))) >= serial.bound.value - TOL
+
+
+def test_an_interrupted_wave_keeps_a_valid_frontier():
+    inst = load(QAPLIB / "nug15.yaml").instance
+    options = SolveOptions(time_limit=60, quiet=True, workers=2).start()
+    threading.Timer(1.5, lambda: setattr(options, "interrupted", True)).start()
+    started = time.monotonic()
+    result = bnb(inst, options)
+    assert time.monotonic() - started < 10
+    assert result.status == "feasible" and result.bound.data["tiles"]["1x1"]["open_nodes"] > 0
+    assert check_bnb_frontier(inst, json.loads(json.dumps(result.bound.data))) >= result.bound.value - TOL

@@ -8,6 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from wafopt.core.numeric import close
@@ -284,3 +285,27 @@ def test_megatron_interleaves_when_it_helps():
     assert result.plan["interleave"] > 1 and "fastest of 1, 2, 3" in result.message
     plain = evaluate("plan", loaded.instance, dict(result.plan, interleave=1))
     assert plain.feasible and result.objective < plain.objective
+
+
+def test_pipeline_sends_raise_the_plan_bound_by_their_least_time():
+    from dataclasses import replace as swap
+
+    from wafopt.api import solve
+    from wafopt.core.numeric import at_most
+    from wafopt.costmodel.scenario import Choice, Parallel
+    from wafopt.planner.full_bound import lagrangian, layout_bound
+    from wafopt.planner.layout_data import layout_data
+
+    loaded = cluster_scenario(recompute="full", sequence_parallel=False)   # 22B, tp 8, pp 2, micro-batch 1
+    d = layout_data(loaded.instance, Choice(Parallel(8, 2, 1)))
+    # one hop of NVLink (1 us, 300 GB/s at efficiency 0.6) for the 1/8 of the b s h boundary a GPU sends
+    assert d.send_s == pytest.approx(1e-6 + 2 * 2048 * 6144 / 8 / (300e9 * 0.6))
+    silent = swap(d, send_s=0.0)
+    for k, crossings in ((0, 0), (1, 2), (2, 2), (3, 2)):   # g_0, g_1, h_0, h_1 (p = 2)
+        w = np.eye(4)[k]
+        assert lagrangian(d, w, 0.0) - lagrangian(silent, w, 0.0) == pytest.approx(crossings * d.send_s, rel=1e-6)
+    # below the Megatron-LM plan, whose sends cross InfiniBand
+    bound = layout_bound(loaded.instance, Choice(Parallel(8, 2, 1)))
+    plan = solve(loaded, "megatron").plan
+    ev = evaluate("plan", loaded.instance, dict(plan, interleave=1))
+    assert bound.feasible and ev.feasible and at_most(bound.value, ev.objective)

@@ -114,6 +114,14 @@ def test_ctrl_c_stops_a_16_stage_cpsat_placement_within_2_s(tmp_path):
     assert_interrupted_and_certifiable(run, took, out)
 
 
+def test_ctrl_c_stops_branch_and_bound_on_two_processes_within_2_s(tmp_path):
+    out = tmp_path / "nug20.json"
+    run = Solving("instances/placement/qaplib/nug20.yaml", "bnb", out, "--workers", "2")
+    took = run.interrupt_after(3.0)   # past the local-search start, inside the waves
+    assert_interrupted_and_certifiable(run, took, out)
+    assert "waves" in json.loads(out.read_text())["stats"]["layouts"]["1x1"]   # the search ran on the pool
+
+
 def test_ctrl_c_stops_the_gcmr_chain_within_2_s(tmp_path):
     out = tmp_path / "plan.json"
     run = Solving("instances/plan/llama3-70b-config3-faulty.yaml", "gcmr", out)   # about 3 s of solving

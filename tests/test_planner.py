@@ -233,10 +233,11 @@ def test_schedule_bound_is_the_least_worst_inequality_over_every_split():
             at += k
         s = at_split(d, split)
         t, f, b = T[idx], s.Fc.min(axis=1), s.Bc.min(axis=1)
-        g = np.concatenate([[0.0], np.cumsum(t)[:-1]]) + d.m * t + d.class_optimizer[idx[0]]
-        h = d.optimizer + total + (d.m - 1) * b + (n - 1) * f
+        # with the pipeline sends: 2k on g_k's path, every boundary twice on h_k's
+        g = np.concatenate([[0.0], np.cumsum(t)[:-1]]) + d.m * t + d.class_optimizer[idx[0]] + 2 * np.arange(3) * d.send_s
+        h = d.optimizer + total + (d.m - 1) * b + (n - 1) * f + 2 * 2 * d.send_s
         values.append(max(g.max(), h.max()))
-    assert min(values) > 0
+    assert min(values) > 0 and d.send_s > 0
     assert close(schedule_bound(d), min(values)) and schedule_bound(d) <= min(values)
 
 
@@ -401,12 +402,13 @@ def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
 
 def test_the_least_communication_is_never_above_a_plans_exposed_communication():
     """The plan bound's communication terms (wafopt.costmodel.network: each collective one hop
-    per ring step without contention, the DP reduction likewise) against the evaluator's exposed
-    TP communication and DP all-reduce of every stage of random feasible plans, faulty wafer
-    included."""
+    per ring step without contention, the DP reduction and the pipeline sends likewise) against
+    the evaluator's exposed TP communication, DP all-reduce and sends of every stage of random
+    feasible plans, faulty wafer included."""
     from wafopt.costmodel.network import least_blocks_comm_s, least_dp_allreduce_s
+    from wafopt.costmodel.stage_numbers import least_stage_send_s
 
-    checked = 0
+    checked = sends = 0
     for scenario, par, size, plan, objective, bound in random_feasible_plans(150, seed=11):
         details = evaluate("plan", scenario, plan).details
         sp = plan.get("sequence_parallel")
@@ -422,7 +424,15 @@ def test_the_least_communication_is_never_above_a_plans_exposed_communication():
             dp_least = least_dp_allreduce_s(par.dp, st.grad_bytes, st.dp_gather_bytes, scenario.wafer)
             assert at_most(dp_least, row["dp_allreduce_s"]), (par, i, dp_least, row["dp_allreduce_s"])
             checked += (least > 0) + (dp_least > 0)
-    assert checked > 50   # the terms are not all zero
+        send = least_stage_send_s(scenario, par.tp, size or scenario.training.micro_batch)
+        wrap = par.interleave > 1   # the last stage also sends to the first
+        for i, row in enumerate(details["stages"]):
+            if i < par.pp - 1 or wrap:
+                assert at_most(send, row["send_forward_s"]), (par, i, send, row["send_forward_s"])
+            if i > 0 or wrap:
+                assert at_most(send, row["send_backward_s"]), (par, i, send, row["send_backward_s"])
+            sends += par.pp > 1
+    assert checked > 50 and sends > 50   # the terms are not all zero
 
 
 @pytest.mark.slow

@@ -59,7 +59,8 @@ class Solve(Command):
         p.add_argument("--method", help=methods_help() + " (default for a scenario: plan, the joint planner)")
         add_solve_options(p)
         p.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="plan: compose layouts on N local processes (default: the number of cores)")
+                       help="plan: compose layouts on N local processes; bnb: search subtrees on N processes "
+                       "(default: the number of cores)")
         p.add_argument("--scheduler", metavar="ADDRESS", help="plan: compose layouts on this Dask cluster")
         p.add_argument("--plot", metavar="PNG", help="draw the solution (as `wafopt show --plot`); "
                        "plan: the convergence of plan and bound")

@@ -27,6 +27,7 @@ from wafopt.costmodel.network import (
     dp_flow_bytes,
     network_of,
     ring_pairs,
+    send_share,
 )
 from wafopt.costmodel.plan_layout import PlanLayout
 from wafopt.costmodel.scenario import Scenario
@@ -101,7 +102,7 @@ def assemble(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: li
     v = par.interleave   # with v > 1 the last stage also sends to the first (chunk c to c + 1)
     bounds = par.pp if v > 1 else par.pp - 1
     send_pairs = [[list(zip(pipe[i], pipe[(i + 1) % par.pp])) for i in range(bounds)] for pipe in pipelines]
-    share = work.p2p_bytes / par.tp   # Megatron scatter/gather: die k talks to die k of the next stage
+    share = send_share(work.p2p_bytes, par.tp)
     for r in range(par.dp):
         for i in range(bounds):
             net.register("p2p_forward", send_pairs[r][i])

@@ -98,9 +98,8 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
         stages.append(_stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first, n, kinds,
                              schemes[index], interleave))
         first += n
-    E, s, b, h = training.activation_bytes, training.seq, training.micro_batch, llm.hidden
     return LayoutWorkload(llm=llm, wafer=wafer, training=training, tp=tp, pp=pp, dp=dp, microbatches=m,
-                          stages=tuple(stages), p2p_bytes=E * b * s * h,
+                          stages=tuple(stages), p2p_bytes=boundary_bytes(training, llm),
                           model_flops_per_iteration=model_flops_per_iteration(llm, training), schemes=schemes,
                           interleave=interleave)
 
@@ -271,6 +270,11 @@ def _stage(llm, training, wafer, roofline, tp, pp, dp, m, index, first_layer, n,
                                                                      and st.collective.purpose == REGATHER)), c)
                                   for steps, c in bwd_blocks),
         tables=kinds)
+
+
+def boundary_bytes(training: Training, llm: LLM) -> float:
+    """The stage boundary tensor b s h, per micro-batch, each way."""
+    return training.activation_bytes * training.micro_batch * training.seq * llm.hidden
 
 
 def model_flops_per_iteration(llm: LLM, training: Training) -> float:

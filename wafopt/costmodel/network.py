@@ -111,6 +111,18 @@ def least_collective_s(step: CommStep, wafer) -> float:
     return max(0.0, c.steps * wafer.link_latency + c.flow_bytes / bandwidth - step.hidden_s)
 
 
+def send_share(p2p_bytes: float, tp: int) -> float:
+    """Bytes one die sends to the next stage per micro-batch: the boundary tensor split over the
+    tp dies (Megatron-LM's scatter/gather: die k talks to die k of the next stage)."""
+    return p2p_bytes / tp
+
+
+def least_send_s(p2p_bytes: float, tp: int, wafer) -> float:
+    """The least time of one pipeline send on any placement: one hop (stages hold distinct dies)
+    at the fastest link, no contention (the evaluator's `_send` is never below it)."""
+    return wafer.link_latency + send_share(p2p_bytes, tp) / (wafer.link_bandwidth * wafer.efficiency.intra)
+
+
 def dp_flow_bytes(dp: int, grad_bytes: float, gather_bytes: float) -> float:
     """Bytes one die sends to its ring successor in a stage's data-parallel gradient reduction: a
     ring all-reduce, or with the distributed optimizer a reduce-scatter of the gradients and an

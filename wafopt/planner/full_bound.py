@@ -11,9 +11,10 @@ recomputation, offloading and routes:
      g_k = sum_{j<k} (F_j + B_j) + m (F_k + B_k) + O,
      h_k = sum_{j!=k} (F_j + B_j) + m B_k + n_k F_k + O,   n_k = max(1, m - min(p - 1 - k, m)),
    (h_k: micro-batch 0 goes through the later stages and back before stage k's first backward,
-   while stage k has run at most its warm-up forwards), O the optimizer step of stage 0. For
-   weights w >= 0 on these 2p inequalities (sum 1), the iteration is at least their weighted sum,
-   O + sum_j (alphaF_j F_j + alphaB_j B_j).
+   while stage k has run at most its warm-up forwards), O the optimizer step of stage 0. Their
+   paths cross pipeline sends, each at least s (one hop, layout_data.send_s): g_k 2k of them, h_k
+   2(p - 1) (send_crossings). For weights w >= 0 on these 2p inequalities (sum 1), the iteration
+   is at least their weighted sum, O + sends + sum_j (alphaF_j F_j + alphaB_j B_j).
 2. Task times. F_j >= Fc_js and B_j >= Bc_js + sum_u r_jsu x_ju for the stage's scheme s: the
    forward and backward compute plus the least time of their collectives on any placement
    (wafopt.costmodel.network.least_collective_s) and the compute of
@@ -60,6 +61,7 @@ from wafopt.planner.layout_data import (
     forward_counts,
     layout_data,
     least_path,
+    send_crossings,
 )
 from wafopt.planner.quick_bound import quick_bound
 
@@ -76,6 +78,12 @@ def coefficients(w: np.ndarray, p: int, m: int, v: int = 1) -> tuple[np.ndarray,
         return G, G
     Wh = wh.sum()
     return G + Wh + (forward_counts(p, m) - 1) * wh, G + Wh + (m - 1) * wh
+
+
+def weighted_sends(d: LayoutData, w: np.ndarray) -> float:
+    """The pipeline sends on the weighted inequalities' paths (step 1), each at its least time."""
+    g, h = send_crossings(d.layout.pp, d.layout.interleave)
+    return float(d.send_s * (w @ np.concatenate([g, h])))
 
 
 def normalized_weights(d: LayoutData, w) -> np.ndarray:
@@ -108,8 +116,9 @@ def lagrangian(d: LayoutData, w, mu: float, with_split: bool = False):
     mu = max(0.0, float(mu))
     values, magnitude = arc_terms(d, w, mu)
     least, split = least_path(d, values)
-    value = d.optimizer + least - mu * d.cap
-    value = float(value - SAFETY * (d.optimizer + magnitude + mu * d.cap))
+    sends = weighted_sends(d, w)
+    value = d.optimizer + sends + least - mu * d.cap
+    value = float(value - SAFETY * (d.optimizer + sends + magnitude + mu * d.cap))
     return (value, split) if with_split else value
 
 
@@ -159,8 +168,9 @@ def cheap_weights(d: LayoutData) -> list[np.ndarray]:
     F, B = s.Fc.min(axis=1), s.Bc.min(axis=1)
     T = F + B
     prefix = np.concatenate([[0.0], np.cumsum(T)[:-1]])
-    g = prefix / v + m * T
-    h = T.sum() - T + m * B + forward_counts(p, m) * F
+    g_sends, h_sends = send_crossings(p, v)
+    g = prefix / v + m * T + d.send_s * g_sends
+    h = T.sum() - T + m * B + forward_counts(p, m) * F + d.send_s * h_sends
     out = []
     largest = int(np.argmax(g)) if v > 1 else int(np.argmax(np.concatenate([g, h])))
     for k in dict.fromkeys([largest, p - 1 if v > 1 else 2 * p - 1]):
@@ -175,24 +185,26 @@ def cheap_weights(d: LayoutData) -> list[np.ndarray]:
 
 
 def _fits_below(d: LayoutData, least: tuple, tau: float) -> bool:
-    """Whether some split meets, on every stage k, O_0 + g_k = O_0 + sum_{j<k} T_j + m T_k <= tau
-    and O + h_k >= O + S + (m - 1) B_k + (n_k - 1) F_k <= tau (O_0: the optimizer step of the
-    split's first stage, which follows the pipeline's last task; O the least one, S the least
-    total of the stage times over all splits). A DP over the stages keeps, per layer boundary,
-    the least O_0 plus the stages before it (less only makes the later inequalities easier)."""
+    """Whether some split meets, on every stage k, O_0 + g_k = O_0 + sum_{j<k} T_j + m T_k + 2k s
+    <= tau and O + h_k >= O + S + (m - 1) B_k + (n_k - 1) F_k + 2(p - 1) s <= tau (O_0: the
+    optimizer step of the split's first stage, which follows the pipeline's last task; O the
+    least one, S the least total of the stage times over all splits, s the least send). A DP
+    over the stages keeps, per layer boundary, the least O_0 plus the stages and sends before it
+    (less only makes the later inequalities easier)."""
     T, F, B, total = least
     L, m, v = d.layers, d.m, d.layout.interleave
     counts = forward_counts(d.layout.pp, m)
-    prefix = np.full(L + 1, np.inf)   # O_0 + sum_{j<k} T_j / v (interleaved: step 7, no h_k)
+    _, h_sends = send_crossings(d.layout.pp, v)
+    prefix = np.full(L + 1, np.inf)   # O_0 + sum_{j<k} (T_j / v + 2 s) (interleaved: step 7, no h_k)
     prefix[0] = 0.0
     for j, (starts, cls, _) in enumerate(d.arcs):
-        drains = d.optimizer + total + (m - 1) * B + (counts[j] - 1) * F <= tau
+        drains = d.optimizer + total + d.send_s * h_sends[j] + (m - 1) * B + (counts[j] - 1) * F <= tau
         drained = np.append(drains | (v > 1), False)[cls]
         t = np.append(T, np.inf)[cls]                                   # (starts, L + 1)
         before = prefix[starts][:, None]
         if j == 0:
             before = before + np.append(d.class_optimizer, np.inf)[cls]
-        cand = np.where(drained & (before + m * t <= tau), before + t / v, np.inf)
+        cand = np.where(drained & (before + m * t <= tau), before + t / v + 2 * d.send_s, np.inf)
         prefix = cand.min(axis=0)
     return bool(np.isfinite(prefix[L]))
 

@@ -22,6 +22,7 @@ from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 from wafopt.costmodel.schedule import inflight_microbatches
 from wafopt.costmodel.stage_numbers import (
     kind_prefix,
+    least_stage_send_s,
     least_tail_s,
     stage_numbers,
     stage_role,
@@ -60,6 +61,7 @@ class LayoutData:
     layers: int
     balanced: list        # the split minimising the busiest stage's compute (ties: the first found)
     class_optimizer: np.ndarray | None = None   # (C,) O of a class as the first stage (least over schemes)
+    send_s: float = 0.0   # the least pipeline send between two stages, one way, per micro-batch
 
 
 @dataclass
@@ -102,6 +104,16 @@ def misfit(scenario: Scenario, choice: Choice) -> str | None:
         return (f"model state at least {state_floor(scenario, par) / GB:.1f} GB per die, more than the die's "
                 f"{capacity / GB:.1f} GB")
     return None
+
+
+def send_crossings(p: int, v: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Pipeline sends on the paths of g_k and h_k (full_bound, step 1): g_k crosses the k
+    boundaries before stage k twice (the first micro-batch in, the last one back), h_k every
+    boundary twice (micro-batch 0 goes through every stage and back). Interleaved: g_k as plain
+    1F1B (the first chunk in, the last backward of chunk 0 back), no h_k."""
+    g = 2.0 * np.arange(p)
+    h = np.full(p, 2.0 * (p - 1)) if v == 1 else np.zeros(p)
+    return g, h
 
 
 def forward_counts(p: int, m: int) -> np.ndarray:
@@ -190,8 +202,9 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     copies = par.tp * par.dp
     cap = healthy * capacity * (1 + MEMORY_SLACK)
     class_optimizer = np.array([min(t) for t in tails])
+    send = least_stage_send_s(scenario, par.tp, size) if p > 1 else 0.0
     d = LayoutData(par, schemes, m, copies, cap, optimizer, Fc, Bc, fixed, kept, ub, r, n, inflight, arcs, L, [],
-                   class_optimizer)
+                   class_optimizer, send)
     die = capacity * (1 + MEMORY_SLACK)
     fits = fixed.min(axis=1) <= die
     if not np.isfinite(least_path(d, [np.where(fits, 0.0, np.inf)] * p)[0]):

@@ -17,7 +17,13 @@ from wafopt.planner.full_bound import (
     mu_high,
     normalized_weights,
 )
-from wafopt.planner.layout_data import LayoutBound, LayoutData, at_split, forward_counts
+from wafopt.planner.layout_data import (
+    LayoutBound,
+    LayoutData,
+    at_split,
+    forward_counts,
+    send_crossings,
+)
 
 KELLEY_ROUNDS = 60   # cutting-plane rounds of the refinement
 
@@ -40,8 +46,9 @@ def supergradient(d: LayoutData, w: np.ndarray, mu: float, split: list[int]) -> 
         B[j] = s.Bc[j, k] + s.L[j] * (s.r[j, k] * drop[k]).sum()
         M += s.M0[j, k] - s.L[j] * (s.a[j, k] * drop[k]).sum()
     T = F + B
-    g = d.optimizer + np.concatenate([[0.0], np.cumsum(T)[:-1]]) / v + m * T
-    h = (d.optimizer + T.sum() - T + m * B + forward_counts(p, m) * F) if v == 1 else np.zeros(p)
+    g_sends, h_sends = send_crossings(p, v)
+    g = d.optimizer + np.concatenate([[0.0], np.cumsum(T)[:-1]]) / v + m * T + d.send_s * g_sends
+    h = (d.optimizer + T.sum() - T + m * B + forward_counts(p, m) * F + d.send_s * h_sends) if v == 1 else np.zeros(p)
     return np.concatenate([g, h]), d.copies * M - d.cap
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 
 from wafopt.costmodel.scenario import Choice, Scenario
-from wafopt.costmodel.stage_numbers import layer_compute
+from wafopt.costmodel.stage_numbers import layer_compute, least_stage_send_s
 from wafopt.planner.layout_data import SAFETY, LayoutBound, forward_counts, misfit
 from wafopt.planner.space import choice_size
 
@@ -39,11 +39,13 @@ def quick_bound(scenario: Scenario, choice: Choice) -> LayoutBound:
     tr = scenario.training_for(Choice(micro_batch=size))
     f, b = layer_compute(scenario, par.tp, size)
     m, p = tr.global_batch // (tr.micro_batch * par.dp), par.pp
+    # the pipeline sends on the path of the last stage's g_k or of any h_k: every boundary twice
+    sends = 2 * (p - 1) * least_stage_send_s(scenario, par.tp, size)
     if par.interleave > 1:   # equal stages, g_k of the last one: m T_{p-1} >= m L / p (f + b)
-        return LayoutBound(choice, m * scenario.llm.layers / p * (f + b) * (1 - SAFETY), tier="quick")
+        return LayoutBound(choice, (m * scenario.llm.layers / p * (f + b) + sends) * (1 - SAFETY), tier="quick")
     # h_k = (every layer's compute) + n_k ((m - 1) b + (c_k - 1) f): only stage k's layers vary
     slopes = [(m - 1) * b + (c - 1) * f for c in forward_counts(p, m)]
     n = quick_split(scenario.llm.layers, slopes)
     total = scenario.llm.layers * (f + b)
-    value = total + max(s * k for s, k in zip(slopes, n))
+    value = total + max(s * k for s, k in zip(slopes, n)) + sends
     return LayoutBound(choice, value * (1 - SAFETY), tier="quick")
