@@ -24,10 +24,10 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
 - A child whose bound cannot beat the incumbent is pruned (with integer data: cannot reach
   incumbent - 1).
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
-- With workers (`options.workers` > 1), subtrees in waves: the search runs here until WAVE_GROUPS
-  nodes are open; then each wave deals the open nodes (by bound, round robin) into WAVE_GROUPS
-  groups, each searched best first on a forked process for WAVE_EXPANSIONS expansions from the
-  wave's incumbent. The groups send back what they did to their subtrees, which is replayed into
+- With workers (`options.workers` > 1), subtrees in waves: the search runs here until
+  4 x WAVE_GROUPS nodes are open; then each wave deals the open nodes (by bound, round robin) into WAVE_GROUPS
+  groups, each searched best first on a forked process for WAVE_EXPANSIONS expansions (batches)
+  from the wave's incumbent. The groups send back what they did to their subtrees, which is replayed into
   this process's tree in group order, with the best incumbent (the first group's on a tie). Since
   the groups depend on neither timing nor the number of processes, every run with workers gives
   the same tree, plan and certificate (`waves_in_process` runs the same waves here); the optimum
@@ -434,7 +434,7 @@ class BranchAndBound:
     def waves(self, space: TileSpace, tree: TileSearch, index: int, deadline: float | None, pool) -> None:
         """Search the tree in waves over a process pool (module doc)."""
         self.waves_run = 0
-        self.run(space, tree, deadline, until_open=WAVE_GROUPS)
+        self.run(space, tree, deadline, until_open=4 * WAVE_GROUPS)
         while tree.pending() and not self.options.stopped() and (deadline is None or time.monotonic() < deadline):
             entries = sorted(tree.open_entries())
             tree.levels, tree.dive, tree.queued = {}, [], 0
@@ -443,16 +443,19 @@ class BranchAndBound:
             tasks = [(index, self.best, self.threshold, deadline,
                       [(tree.stages[node], tree.slots[node], bound, node in tree.lazy) for bound, node in group])
                      for group in groups]
-            results = run_wave(pool, tasks, self.options)
-            if results is None:   # interrupted: the wave's nodes stay open with their bounds
-                self._reopen(tree, [(bound, node, node in tree.lazy) for bound, node in entries])
-                break
-            for group, result in zip(groups, results):   # in group order: the same for any pool size
+            replayed = 0
+            for result in run_wave(pool, tasks, self.options):   # in group order: the same for any pool size
+                group = groups[replayed]
                 self._replay(tree, [node for _, node in group], result)
                 value, plan = result["best"]
                 if self.better(value):
                     self.best = Incumbent(value, plan)
                     self.options.incumbent(plan)
+                replayed += 1
+            if replayed < len(groups):   # interrupted: the other groups' nodes stay open with their bounds
+                self._reopen(tree, [(bound, node, node in tree.lazy) for group in groups[replayed:]
+                                    for bound, node in group])
+                break
             self.threshold = _prune_threshold(space, self.best.value)
             self.waves_run += 1
             self._progress(space, tree)
@@ -461,17 +464,19 @@ class BranchAndBound:
         """A wave task's changes entered in this tree: its nodes are numbered 0.. from `roots` in
         the order the task made them."""
         ids = list(roots)
-        for event in result["log"]:
-            if event[0] == "close":
-                tree.closed_least = min(tree.closed_least, event[2])
-                continue
-            _, local, bound, branch, kids, bounds, exact, keep = event
+        log = result["log"]
+        tree.closed_least = min(tree.closed_least, log["closed_least"])
+        ends = np.cumsum(log["sizes"])
+        for e, (local, bound, branch) in enumerate(zip(log["node"].tolist(), log["bound"].tolist(),
+                                                       log["branch"].tolist())):
+            part = slice(ends[e] - log["sizes"][e], ends[e])
             node = ids[local]
             tree.bound[node] = bound
             stages, slots = list(tree.stages[node]), list(tree.slots[node])
             tree.stages[node] = tree.slots[node] = None
-            ids += [child for _, child in self.record(tree, node, stages, slots, branch, kids, bounds, exact,
-                                                      keep, enqueue=False)]
+            ids += [child for _, child in self.record(tree, node, stages, slots, branch, log["kids"][part],
+                                                      log["bounds"][part], log["exact"][part], log["keep"][part],
+                                                      enqueue=False)]
         for node in roots:
             tree.lazy.discard(node)
         self._reopen(tree, [(bound, ids[local], lazy) for bound, local, lazy in result["open"]])
@@ -560,24 +565,42 @@ def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | N
             tree.lazy.add(node)
     tree.dive.sort(reverse=True)   # the least bound (then the deepest) on top
     search.run(space, tree, deadline, expansions=WAVE_EXPANSIONS)
-    return {"log": search.log, "open": [(bound, node, node in tree.lazy) for bound, node in tree.open_entries()],
+    return {"log": _pack(search.log), "open": [(bound, node, node in tree.lazy) for bound, node in tree.open_entries()],
             "best": (search.best.value, search.best.plan)}
 
 
-def run_wave(pool, tasks: list, options: SolveOptions) -> list | None:
-    """The wave's results in task order, or None when interrupted (the pool's workers stopped)."""
+def _pack(log: list) -> dict:
+    """A task's log as a few arrays (one pickle each, not one per expansion): the least closed
+    bound, and per expansion in order its node, bound, branch and number of kids, with the kids'
+    slots, bounds, exact flags and kept flags end to end."""
+    closed = [e[2] for e in log if e[0] == "close"]
+    grown = [e for e in log if e[0] == "expand"]
+    def joined(k, dtype):
+        return np.concatenate([np.asarray(e[k], dtype=dtype) for e in grown]) if grown else np.zeros(0, dtype)
+    return {"closed_least": min(closed, default=math.inf),
+            "node": np.array([e[1] for e in grown], dtype=np.int64), "bound": np.array([e[2] for e in grown]),
+            "branch": np.array([e[3] for e in grown], dtype=np.int64),
+            "sizes": np.array([len(e[4]) for e in grown], dtype=np.int64),
+            "kids": joined(4, np.int64), "bounds": joined(5, float), "exact": joined(6, bool), "keep": joined(7, bool)}
+
+
+def run_wave(pool, tasks: list, options: SolveOptions):
+    """The wave's results in task order, each as soon as it and those before it are done (so they
+    are replayed while later ones run); on an interrupt the pool's workers are stopped and the
+    results end early."""
     if pool == IN_PROCESS:
-        return [wave_task(*task) for task in tasks]
+        yield from (wave_task(*task) for task in tasks)
+        return
     futures = [pool.submit(wave_task, *task) for task in tasks]
-    pending = set(futures)
-    while pending:
-        if options.interrupted:
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
-                if process.is_alive():
-                    process.terminate()
-            return None
-        _, pending = cf.wait(pending, timeout=POLL_S)
-    return [f.result() for f in futures]
+    for future in futures:
+        while not future.done():
+            if options.interrupted:
+                for process in list((getattr(pool, "_processes", None) or {}).values()):
+                    if process.is_alive():
+                        process.terminate()
+                return
+            cf.wait([future], timeout=POLL_S)
+        yield future.result()
 
 
 def _name(space: TileSpace) -> str:
