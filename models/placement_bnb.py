@@ -250,6 +250,7 @@ class BranchAndBound:
         tree = TileSearch(space)
         tree.stages.append(())
         tree.slots.append(())
+        self.waves_run = 0
         if closed:
             tree.closed_least = root_bound(space)
             return tree
@@ -433,7 +434,6 @@ class BranchAndBound:
     # --- subtrees in parallel ------------------------------------------------------------------
     def waves(self, space: TileSpace, tree: TileSearch, index: int, deadline: float | None, pool) -> None:
         """Search the tree in waves over a process pool (module doc)."""
-        self.waves_run = 0
         self.run(space, tree, deadline, until_open=4 * WAVE_GROUPS)
         while tree.pending() and not self.options.stopped() and (deadline is None or time.monotonic() < deadline):
             entries = sorted(tree.open_entries())
@@ -477,8 +477,8 @@ class BranchAndBound:
             ids += [child for _, child in self.record(tree, node, stages, slots, branch, log["kids"][part],
                                                       log["bounds"][part], log["exact"][part], log["keep"][part],
                                                       enqueue=False)]
-        for node in roots:
-            tree.lazy.discard(node)
+            tree.lazy.discard(node)   # expanded: no longer open
+        tree.lazy.difference_update(roots)   # closed or still open (then flagged again below)
         self._reopen(tree, [(bound, ids[local], lazy) for bound, local, lazy in result["open"]])
 
     @staticmethod

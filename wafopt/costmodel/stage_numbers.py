@@ -129,13 +129,13 @@ def stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str, first
     return StageNumbers(*out)
 
 
-@lru_cache(maxsize=1024)
 def least_stage_send_s(scenario, tp: int, micro_batch: int) -> float:
     """The least time of one pipeline send between two stages per micro-batch, on any placement."""
     training = scenario.training_for(Choice(micro_batch=micro_batch))
     return least_send_s(boundary_bytes(training, scenario.llm), tp, scenario.wafer)
 
 
+@lru_cache(maxsize=1024)
 def layer_compute(scenario, tp: int, micro_batch: int) -> tuple[float, float]:
     """(forward, backward) compute seconds of one layer per micro-batch, the least over the TP
     schemes and layer kinds (the operators' rooflines of the workload's layer tables)."""
