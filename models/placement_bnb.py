@@ -100,8 +100,7 @@ class TileSearch:
     stages: list = field(default_factory=list)     # node id -> fixed stages (in fixing order)
     slots: list = field(default_factory=list)      # node id -> their slots
     branch: dict = field(default_factory=dict)     # expanded node id -> stage it branches on
-    kids: dict = field(default_factory=dict)       # expanded node id -> its children's slots
-    child: dict = field(default_factory=dict)      # (node id, slot) -> id of a kept child
+    children: dict = field(default_factory=dict)   # expanded node id -> its kids' node ids in slot order (-1: pruned)
     depth: dict = field(default_factory=dict)      # expanded node id -> stages it fixes
     bound: dict = field(default_factory=dict)      # expanded node id -> its bound
     levels: dict = field(default_factory=dict)     # depth -> heap of open (bound, node id)
@@ -141,7 +140,7 @@ class TileSearch:
                 out.append(n)
                 continue
             out.append(self.branch[node])
-            stack.extend(reversed([self.child.get((node, int(k)), -1) for k in self.kids[node]]))
+            stack.extend(reversed(self.children[node]))
         return out
 
     def certificate(self, threshold: float) -> dict:
@@ -153,7 +152,7 @@ class TileSearch:
         bound, limit = self.least(), None
         nodes_below = {}                      # depth -> tree nodes a cut at that depth keeps
         for node, d in self.depth.items():
-            nodes_below[d + 1] = nodes_below.get(d + 1, 0) + len(self.kids[node])
+            nodes_below[d + 1] = nodes_below.get(d + 1, 0) + len(self.children[node])
         size, limit_depth = 1, 0
         for d in sorted(nodes_below):
             if size + nodes_below[d] > MAX_TREE_TOKENS:
@@ -402,7 +401,7 @@ class BranchAndBound:
         tree.expanded += 1
         tree.bounded += len(kids)
         tree.lap_solved += int(exact.sum()) if len(stages) < n - 1 else 0
-        tree.branch[node], tree.kids[node], tree.depth[node] = branch, kids.tolist(), len(stages)
+        tree.branch[node], tree.depth[node] = branch, len(stages)
         depth = len(stages) + 1
         if keep is None:
             keep = bounds < self.threshold if depth < n else np.zeros(len(kids), dtype=bool)
@@ -411,15 +410,17 @@ class BranchAndBound:
         if not keep.all():
             tree.closed_least = min(tree.closed_least, float(bounds[~keep].min()))
         child_stages, slots = tuple(stages) + (branch,), tuple(slots)    # one tuple for all children
-        kept = []
-        for k, b, full in zip(kids[keep].tolist(), bounds[keep].tolist(), exact[keep].tolist()):
+        kept, ids = [], [-1] * len(kids)
+        for at, k, b, full in zip(np.flatnonzero(keep).tolist(), kids[keep].tolist(), bounds[keep].tolist(),
+                                  exact[keep].tolist()):
             child = len(tree.stages)
             if not full:
                 tree.lazy.add(child)
             tree.stages.append(child_stages)
             tree.slots.append(slots + (k,))
-            tree.child[node, k] = child
+            ids[at] = child
             kept.append((b, child))
+        tree.children[node] = ids
         if not enqueue:
             return kept
         if tree.dive or tree.pending() + len(kept) > MAX_OPEN:
