@@ -43,7 +43,6 @@ import concurrent.futures as cf
 import heapq
 import math
 import multiprocessing
-import signal
 import time
 from dataclasses import dataclass, field
 
@@ -53,6 +52,7 @@ from wafopt.models.placement_qpb import QPB_STEPS, qpb_search
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, tolerance
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
+from wafopt.core.workers import ignore_ctrl_c, terminate_workers
 from wafopt.problems.placement.branch_bound import (
     MAX_TREE_TOKENS,
     TileSpace,
@@ -530,17 +530,13 @@ _SPACES: list = []   # the run's tile shapes, inherited by the forked wave worke
 IN_PROCESS = "in-process"   # a wave "pool" that runs the groups one after another here
 
 
-def _worker_setup() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
-
-
 def wave_pool(workers: int):
     """A process pool for the waves (forked: the workers inherit the tile shapes), or None (the
     search in one process, without waves) for one worker or where processes cannot fork."""
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return None
     return cf.ProcessPoolExecutor(max_workers=min(workers, WAVE_GROUPS), mp_context=multiprocessing.get_context("fork"),
-                                  initializer=_worker_setup)
+                                  initializer=ignore_ctrl_c)
 
 
 def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, roots: list) -> dict:
@@ -596,9 +592,7 @@ def run_wave(pool, tasks: list, options: SolveOptions):
     for future in futures:
         while not future.done():
             if options.interrupted:
-                for process in list((getattr(pool, "_processes", None) or {}).values()):
-                    if process.is_alive():
-                        process.terminate()
+                terminate_workers(pool)
                 return
             cf.wait([future], timeout=POLL_S)
         yield future.result()
@@ -654,7 +648,7 @@ def bnb(inst: PlacementInstance, options: SolveOptions, waves_in_process: bool =
     finally:
         _SPACES.clear()
         if isinstance(pool, cf.Executor):
-            pool.shutdown(wait=False, cancel_futures=False)   # cancelling after a terminate breaks 3.11's pool thread
+            pool.shutdown(wait=False, cancel_futures=False)   # no cancelling: see terminate_workers
     # a tile shape not searched (time ran out) keeps its root Gilmore-Lawler bound
     values = [space.rounded(tiles[name]["bound"] if name in tiles else root)
               for space, name, root in zip(spaces, (_name(s) for s in spaces), roots)]

@@ -87,9 +87,8 @@ def _best(scenario: Scenario, options: SolveOptions, candidates) -> tuple[dict |
 def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     if scenario.parallel is None:
         return MethodResult(None, "unknown", message="megatron needs a fixed layout: add parallel: {tp, pp, dp}")
-    training = scenario.training
-    sp = training.sequence_parallel if training.sequence_parallel_fixed else scenario.parallel.tp > 1
     par, training = scenario.parallel, scenario.training
+    sp = training.sequence_parallel if training.sequence_parallel_fixed else par.tp > 1
     microbatches = training.global_batch // (training.micro_batch * par.dp)
     recompute = {v: _recompute(scenario, Choice(replace(par, interleave=v), sequence_parallel=sp))
                  for v in legal_interleaves(scenario.llm, par.pp, microbatches, scenario.fixed.interleave)}

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
-import signal
 import time
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
+from wafopt.core.workers import ignore_ctrl_c, terminate_workers
 from wafopt.costmodel.scenario import Choice
 from wafopt.planner.compose import Composition, compose_layout
 
@@ -30,7 +30,7 @@ def compose_task(scenario, choice: Choice, seed: int, seconds: float) -> Composi
 
 
 def _worker_setup() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
+    ignore_ctrl_c()
     # pyomo makes a multiprocessing lock when it is imported. In a spawned worker that lock is a
     # named semaphore, which the resource tracker reports as leaked when we terminate the worker
     # at a deadline; with fork as the worker's own start method the lock is anonymous.
@@ -108,14 +108,7 @@ class Pool(_Futures):
         return future.result()
 
     def _stop(self) -> None:
-        # No future is cancelled: once the workers are terminated, the pool marks every pending
-        # future broken, and Python 3.11 raises InvalidStateError in its manager thread when one
-        # of them was cancelled first (a traceback on stderr). Their results are ignored anyway.
-        processes = list((getattr(self.executor, "_processes", None) or {}).values())
-        self.executor.shutdown(wait=False, cancel_futures=False)
-        for process in processes:   # a running task does not poll our interrupt: stop it now
-            if process.is_alive():
-                process.terminate()
+        terminate_workers(self.executor, shut_down=True)   # pending results are ignored anyway
 
     def abort(self, pending) -> None:
         self._stop()

@@ -82,20 +82,26 @@ def _measured_files():
             yield yaml.safe_load(entry.read_text(encoding="utf-8"))
 
 
+def _scenario(data: dict, name: str, model: str, nodes: int, training: dict, parallel: dict) -> dict:
+    """A `problem: plan` scenario of a measured file: its cluster preset, sequence length and
+    shared training settings, with the run's own."""
+    return {"problem": "plan", "name": name,
+            "cluster": {"preset": data.get("cluster", "dgx-a100-80g"), "nodes": nodes},
+            "model": data["models"][model],
+            "training": {**data.get("training", {}), "seq": data.get("seq", 2048), **training},
+            "parallel": parallel}
+
+
 def measured_runs() -> list[MeasuredRun]:
     out = []
     for data in _measured_files():
-        cluster, seq = data.get("cluster", "dgx-a100-80g"), data.get("seq", 2048)
         for run_data in data["runs"]:
             par = run_data["parallel"]
             name = (f"{run_data['model']} tp{par['tp']} pp{par['pp']} dp{par.get('dp', 1)} "
                     f"v{par.get('interleave', 1)} {run_data['setting']}")
-            scenario = {"problem": "plan", "name": name,
-                        "cluster": {"preset": cluster, "nodes": run_data["nodes"]},
-                        "model": data["models"][run_data["model"]],
-                        "training": {**data.get("training", {}), "seq": seq, "micro_batch": run_data["micro_batch"],
-                                     "global_batch": run_data["global_batch"], **SETTINGS[run_data["setting"]]},
-                        "parallel": dict(par)}
+            scenario = _scenario(data, name, run_data["model"], run_data["nodes"],
+                                 {"micro_batch": run_data["micro_batch"], "global_batch": run_data["global_batch"],
+                                  **SETTINGS[run_data["setting"]]}, dict(par))
             out.append(MeasuredRun(name, data["source"], scenario, float(run_data["measured_s"])))
     return out
 
@@ -103,16 +109,13 @@ def measured_runs() -> list[MeasuredRun]:
 def measured_layers() -> list[MeasuredLayer]:
     out = []
     for data in _measured_files():
-        cluster, seq = data.get("cluster", "dgx-a100-80g"), data.get("seq", 2048)
         for row in data.get("layers", []):
             sp = "+sp" if row["sequence_parallel"] else ""
             name = f"{row['model']} layer tp{row['tp']} mb{row['micro_batch']} {row['recompute']}{sp}"
-            scenario = {"problem": "plan", "name": name, "cluster": {"preset": cluster, "nodes": 1},
-                        "model": data["models"][row["model"]],
-                        "training": {**data.get("training", {}), "seq": seq, "micro_batch": row["micro_batch"],
-                                     "global_batch": row["micro_batch"],
-                                     "sequence_parallel": row["sequence_parallel"], "recompute": row["recompute"]},
-                        "parallel": {"tp": row["tp"], "pp": 1, "dp": 1}}
+            scenario = _scenario(data, name, row["model"], 1,
+                                 {"micro_batch": row["micro_batch"], "global_batch": row["micro_batch"],
+                                  "sequence_parallel": row["sequence_parallel"], "recompute": row["recompute"]},
+                                 {"tp": row["tp"], "pp": 1, "dp": 1})
             out.append(MeasuredLayer(name, data["layers_source"], scenario, row["recompute"],
                                      row["forward_ms"] / 1e3, row["backward_ms"] / 1e3))
     return out
