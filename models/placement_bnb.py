@@ -39,7 +39,6 @@ the tree (open, pruned or complete), and the tree is written as the certificate 
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import heapq
 import math
 import multiprocessing
@@ -52,7 +51,7 @@ from wafopt.models.placement_qpb import QPB_STEPS, qpb_search
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, tolerance
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
-from wafopt.core.workers import ignore_ctrl_c, terminate_workers
+from wafopt.core.workers import WorkerPool
 from wafopt.problems.placement.branch_bound import (
     MAX_TREE_TOKENS,
     TileSpace,
@@ -535,8 +534,7 @@ def wave_pool(workers: int):
     search in one process, without waves) for one worker or where processes cannot fork."""
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return None
-    return cf.ProcessPoolExecutor(max_workers=min(workers, WAVE_GROUPS), mp_context=multiprocessing.get_context("fork"),
-                                  initializer=ignore_ctrl_c)
+    return WorkerPool(min(workers, WAVE_GROUPS), "fork")
 
 
 def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, roots: list) -> dict:
@@ -588,14 +586,14 @@ def run_wave(pool, tasks: list, options: SolveOptions):
     if pool == IN_PROCESS:
         yield from (wave_task(*task) for task in tasks)
         return
-    futures = [pool.submit(wave_task, *task) for task in tasks]
-    for future in futures:
-        while not future.done():
+    numbers = [pool.submit(wave_task, *task) for task in tasks]
+    for number in numbers:
+        while not pool.done(number):
             if options.interrupted:
-                terminate_workers(pool)
+                pool.stop()
                 return
-            cf.wait([future], timeout=POLL_S)
-        yield future.result()
+            pool.wait(POLL_S)
+        yield pool.result(number)
 
 
 def _name(space: TileSpace) -> str:
@@ -647,8 +645,8 @@ def bnb(inst: PlacementInstance, options: SolveOptions, waves_in_process: bool =
         _search_tiles(search, spaces, order, roots, strong, options, pool, tiles, stats)
     finally:
         _SPACES.clear()
-        if isinstance(pool, cf.Executor):
-            pool.shutdown(wait=False, cancel_futures=False)   # no cancelling: see terminate_workers
+        if isinstance(pool, WorkerPool):
+            pool.close()
     # a tile shape not searched (time ran out) keeps its root Gilmore-Lawler bound
     values = [space.rounded(tiles[name]["bound"] if name in tiles else root)
               for space, name, root in zip(spaces, (_name(s) for s in spaces), roots)]

@@ -3,19 +3,18 @@
 Layouts are independent, so a wave of them runs at once; results come back in the wave's order,
 whatever finishes first, so the planner's decisions (incumbent, pruning) are the same for any
 number of workers. A worker gets the scenario, the layout, the seed and its seconds, never the
-run's budget object: an interrupt stops the wave from here (pending tasks cancelled, pool
+run's budget object: an interrupt stops the wave from here (pending tasks dropped, pool
 processes terminated), and each task's own deadline bounds it otherwise.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import multiprocessing
 import time
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
-from wafopt.core.workers import ignore_ctrl_c, terminate_workers
+from wafopt.core.workers import WorkerPool
 from wafopt.costmodel.scenario import Choice
 from wafopt.planner.compose import Composition, compose_layout
 
@@ -30,7 +29,6 @@ def compose_task(scenario, choice: Choice, seed: int, seconds: float) -> Composi
 
 
 def _worker_setup() -> None:
-    ignore_ctrl_c()
     # pyomo makes a multiprocessing lock when it is imported. In a spawned worker that lock is a
     # named semaphore, which the resource tracker reports as leaked when we terminate the worker
     # at a deadline; with fork as the worker's own start method the lock is anonymous.
@@ -38,9 +36,8 @@ def _worker_setup() -> None:
         multiprocessing.set_start_method("fork", force=True)
 
 
-def _pool(workers: int) -> cf.ProcessPoolExecutor:
-    return cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_worker_setup)
+def _pool(workers: int) -> WorkerPool:
+    return WorkerPool(workers, "spawn", initializer=_worker_setup)
 
 
 class Serial:
@@ -92,30 +89,26 @@ class Pool(_Futures):
     def __init__(self, options: SolveOptions, workers: int):
         super().__init__(options)
         self.workers = workers
-        self.executor = _pool(workers)
+        self.pool = _pool(workers)
 
     def run(self, scenario, choices: list[Choice], seed: int, seconds: float, done) -> list:
-        futures = [self.executor.submit(compose_task, scenario, choice, seed, seconds) for choice in choices]
-        return self.collect(futures, seconds, done)
+        numbers = [self.pool.submit(compose_task, scenario, choice, seed, seconds) for choice in choices]
+        return self.collect(numbers, seconds, done)
 
-    @staticmethod
-    def wait(pending, timeout):
-        done, rest = cf.wait(pending, timeout=timeout, return_when=cf.FIRST_COMPLETED)
-        return done, rest
+    def wait(self, pending, timeout):
+        self.pool.wait(timeout)
+        finished = {n for n in pending if self.pool.done(n)}
+        return finished, set(pending) - finished
 
-    @staticmethod
-    def result(future):
-        return future.result()
-
-    def _stop(self) -> None:
-        terminate_workers(self.executor, shut_down=True)   # pending results are ignored anyway
+    def result(self, number):
+        return self.pool.result(number)
 
     def abort(self, pending) -> None:
-        self._stop()
-        self.executor = _pool(self.workers)
+        self.pool.stop()   # pending results are ignored anyway
+        self.pool = _pool(self.workers)
 
     def close(self) -> None:
-        self.executor.shutdown(wait=True, cancel_futures=True)   # idle workers exit at once
+        self.pool.close()
 
 
 class Dask(_Futures):
