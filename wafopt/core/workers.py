@@ -34,6 +34,7 @@ def ignore_ctrl_c() -> None:
 def _serve(connection, initializer: Callable[[], None] | None) -> None:
     """A worker's loop: run each task it receives, send back ("ok", result) or ("error", text)."""
     ignore_ctrl_c()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})   # blocked by the parent while it started us
     if initializer is not None:
         initializer()
     while True:
@@ -129,12 +130,18 @@ class WorkerPool:
             self.running[worker] = number
 
     def _start(self) -> None:
-        for _ in range(self.count):
-            parent_end, child_end = self.context.Pipe()
-            process = self.context.Process(target=_serve, args=(child_end, self.initializer), daemon=True)
-            process.start()
-            child_end.close()   # the worker's end lives only in the worker: its death reads as EOF here
-            self.workers.append((process, parent_end))
+        # Ctrl-C is held while the workers start: a forked worker would otherwise run the parent's
+        # handler until it ignores SIGINT (the mask also passes through a spawned worker's exec)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for _ in range(self.count):
+                parent_end, child_end = self.context.Pipe()
+                process = self.context.Process(target=_serve, args=(child_end, self.initializer), daemon=True)
+                process.start()
+                child_end.close()   # the worker's end lives only in the worker: its death reads as EOF here
+                self.workers.append((process, parent_end))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     # --- ending ---------------------------------------------------------------------------------
     def stop(self) -> None:
