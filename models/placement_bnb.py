@@ -23,6 +23,10 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
   start (`options.warm_start`, e.g. a local-search plan) is the first incumbent.
 - A child whose bound cannot beat the incumbent is pruned (with integer data: cannot reach
   incumbent - 1).
+- Dense tiles whose root QPB clears Gilmore-Lawler by NODE_QPB_GAIN (integer data): the nodes above
+  NODE_QPB_DEPTH are expanded first, best first, here; each kept child also gets the QPB of its
+  subproblem (node_qpbs), a floor of every bound below it, and its rounded point is offered as a
+  plan. The QPB entries go into the certificate beside the tree.
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
 - With workers (`options.workers` > 1), subtrees in waves: the search runs here until
   4 x WAVE_GROUPS nodes are open; then each wave deals the open nodes (by bound, round robin) into WAVE_GROUPS
@@ -44,17 +48,21 @@ import math
 import multiprocessing
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 from wafopt.models.placement_qpb import QPB_STEPS, qpb_search
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, tolerance
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
-from wafopt.core.workers import WorkerPool
+from wafopt.core.workers import WorkerPool, one_blas_thread
 from wafopt.problems.placement.branch_bound import (
+    MAX_NODE_QPB,
     MAX_TREE_TOKENS,
     TileSpace,
+    encode_entries,
     encode_tree,
     free_slots,
     root_bound,
@@ -62,6 +70,8 @@ from wafopt.problems.placement.branch_bound import (
 from wafopt.problems.placement.instance import PlacementInstance
 from wafopt.problems.placement.projected import (
     MAX_SLOTS,
+    NODE_POINT_DIGITS,
+    node_problem,
     spectral,
     stored_point,
     tile_matrices,
@@ -79,6 +89,9 @@ SPARSE = 0.25              # strong branching and lazy assignment problems only 
                            # stage pairs with flow (pipelines; on dense QAPs they cost more than they save)
 PROGRESS_EVERY_S = 1.0
 ROOT_QPB_SHARE = 0.1       # of the time limit, at most, for the root's convex quadratic programming bound
+NODE_QPB_GAIN = 0.125      # a root QPB this far above Gilmore-Lawler (measured: nug22-30, tho30/40, not
+                           # nug20/21, where the Gilmore-Lawler tree overtakes QPB within a minute) ...
+NODE_QPB_DEPTH = 3         # ... bounds the nodes down to this depth by QPB too (integer data only)
 WAVE_GROUPS = 4            # with workers: open nodes dealt into this many groups per wave (fixed, so
                            # the answer is the same for any number of workers)
 WAVE_EXPANSIONS = 200      # expansions of one group in one wave
@@ -105,6 +118,8 @@ class TileSearch:
     levels: dict = field(default_factory=dict)     # depth -> heap of open (bound, node id)
     dive: list = field(default_factory=list)       # depth-first stack (bound, -depth, id), once MAX_OPEN are open
     lazy: set = field(default_factory=set)         # open nodes kept with a weaker bound than their full one
+    floor: dict = field(default_factory=dict)      # open node id -> the QPB of it or of an ancestor (its bound's floor)
+    qpb: list = field(default_factory=list)        # nodes bounded by QPB: [[[stage, slot], ...], certificate entry]
     closed_least: float = math.inf                 # least bound of a pruned or complete leaf
     queued: int = 0                                # open nodes in `levels`
     expanded: int = 0
@@ -162,8 +177,10 @@ class TileSearch:
             cut = [b for node, b in self.bound.items() if self.depth[node] == limit]
             kept = [b for b, node in self.open_entries() if len(self.stages[node]) <= limit]
             bound = min([threshold] + cut + kept)
+        qpb = [entry for entry in self.qpb if limit is None or len(entry[0]) <= limit]
         return {"bound": float(bound), "tree": encode_tree(self.tokens(limit)), "open_nodes": self.pending(),
-                "frontier": frontier, **({"cut_at_depth": limit} if limit is not None else {})}
+                "frontier": frontier, **({"qpb": encode_entries(qpb)} if qpb else {}),
+                **({"cut_at_depth": limit} if limit is not None else {})}
 
 
 def _prune_threshold(space: TileSpace, upper: float) -> float:
@@ -200,6 +217,10 @@ class BranchAndBound:
         self.threshold = math.inf           # children bounded at or above it are pruned
         self.log: list | None = None        # a wave task's record of its tree's changes
         self.waves_run = 0
+        self.node_qpb_depth = 0             # nodes down to this depth get a QPB too (set per tile shape)
+        self.qpb_until: float | None = None  # ... while time is left for them
+        self.pool = None                    # the run's worker pool (wave_pool), if any
+        self.tile = 0                       # the index of the tile shape searched (in _SPACES)
         self.started = time.monotonic()
         self._last_progress = 0.0
 
@@ -244,17 +265,20 @@ class BranchAndBound:
     def search(self, space: TileSpace, deadline: float | None, closed: bool = False, index: int = 0,
                pool=None) -> TileSearch:
         """The tree of one tile shape (closed: the root's QPB already reaches the incumbent, the
-        tree is the root alone), in this process or, with a pool, in waves."""
+        tree is the root alone), in this process or, with a pool, in waves; with node_qpb_depth
+        set, the nodes above it first (shallow_first)."""
         tree = TileSearch(space)
         tree.stages.append(())
         tree.slots.append(())
-        self.waves_run = 0
+        self.waves_run, self.tile, self.pool = 0, index, pool
         if closed:
             tree.closed_least = root_bound(space)
             return tree
         tree.levels[0] = [(root_bound(space), 0)]
         tree.queued = 1
         self.threshold = _prune_threshold(space, self.best.value)
+        if self.node_qpb_depth:
+            self.shallow_first(space, tree, deadline)
         if pool is None:
             self.run(space, tree, deadline)
         else:
@@ -288,6 +312,23 @@ class BranchAndBound:
                 expansions = None if expansions is None else expansions - 1
             self._progress(space, tree)
 
+    def shallow_first(self, space: TileSpace, tree: TileSearch, deadline: float | None) -> None:
+        """Expand the open nodes above node_qpb_depth first, best first, here (their children get
+        a QPB: node_qpbs) until none is left or `deadline`; below, Gilmore-Lawler alone."""
+        total = space.C.sum(axis=1)
+        self.qpb_until = deadline
+        while not self.options.stopped() and (deadline is None or time.monotonic() < deadline):
+            tops = [(heap[0][0], depth) for depth, heap in tree.levels.items() if heap and depth < self.node_qpb_depth]
+            if not tops:
+                break
+            bound, node = heapq.heappop(tree.levels[min(tops)[1]])
+            tree.queued -= 1
+            nodes = self.settle(space, tree, [node]) if self.still_open(tree, node, bound) else []
+            if nodes:
+                self.expand(space, tree, nodes, total)
+            self._progress(space, tree)
+        self.qpb_until, self.node_qpb_depth = None, 0
+
     def still_open(self, tree: TileSearch, node: int, bound: float) -> bool:
         """A node popped with a bound the incumbent has reached since is a pruned leaf."""
         if bound < self.threshold:
@@ -299,6 +340,7 @@ class BranchAndBound:
     def close(self, tree: TileSearch, node: int, bound: float) -> None:
         """An open node the incumbent prunes becomes a leaf."""
         tree.closed_least = min(tree.closed_least, bound)
+        tree.floor.pop(node, None)
         if self.log is not None:
             self.log.append(("close", node, bound))
 
@@ -313,6 +355,7 @@ class BranchAndBound:
         bounds, _, _ = space.children_batch(stages[:, :-1], slots[:, :-1], stages[:, -1], slots[:, -1:], self.threshold)
         later = set()
         for node, bound in zip(lazy, bounds[:, 0].tolist()):
+            bound = max(bound, tree.floor.get(node, -math.inf))
             tree.lazy.discard(node)
             if bound >= self.threshold:
                 self.close(tree, node, bound)
@@ -371,7 +414,45 @@ class BranchAndBound:
             self.improve(space, P[a])           # descent from the batch's best completion, kept if better
             self.threshold = _prune_threshold(space, self.best.value)
         for k, node in enumerate(nodes):
-            self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], *results[k][:2])
+            bounds, exact = results[k][:2]
+            if node in tree.floor:      # a child is bounded by its ancestor's QPB too
+                bounds = np.maximum(bounds, tree.floor[node])
+            qpb = None
+            if len(stages[k]) < self.node_qpb_depth:
+                qpb = self.node_qpbs(space, tree, list(stages[k]) + [int(branches[k])], list(slots[k]), kids[k], bounds)
+                bounds = np.maximum(bounds, [qpb[kid][0] if kid in qpb else -math.inf for kid in kids[k].tolist()])
+            self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], bounds, exact, qpb=qpb)
+
+    def node_qpbs(self, space: TileSpace, tree: TileSearch, stages: list[int], slots: list[int], kids: np.ndarray,
+                  bounds: np.ndarray) -> dict:
+        """The QPB of each child (stages[-1] in a kid slot) that its bound does not prune, while
+        time is left (on the pool's processes when there is one): {kid: (proven bound, certificate
+        entry)}. Each rounded point is offered as a plan."""
+        todo = [(kid, [[int(i), int(k)] for i, k in zip(stages, slots + [kid])])
+                for kid, bound in zip(kids.tolist(), bounds.tolist()) if bound < self.threshold]
+        todo = todo[:max(0, MAX_NODE_QPB - len(tree.qpb))]
+        out = {}
+        for (kid, pairs), result in zip(todo, self._node_qpb_results(space, todo)):
+            if result is not None:
+                value, entry, completion = result
+                if completion is not None:
+                    self.improve(space, completion)
+                out[kid] = (value, [pairs, entry])
+        self.threshold = _prune_threshold(space, self.best.value)
+        return out
+
+    def _node_qpb_results(self, space: TileSpace, todo: list) -> list:
+        """node_qpb of each (kid, pairs) in order, None where time ran out or Ctrl-C came first."""
+        if not isinstance(self.pool, WorkerPool):
+            return [None if self.options.stopped() else node_qpb(space, pairs, self.qpb_until, self.options.stopped)
+                    for _, pairs in todo]
+        numbers = [self.pool.submit(node_qpb_task, self.tile, pairs, self.qpb_until) for _, pairs in todo]
+        while not all(self.pool.done(number) for number in numbers):
+            if self.options.interrupted:
+                self.pool.stop()
+                return [None] * len(numbers)
+            self.pool.wait(POLL_S)
+        return [self.pool.result(number) for number in numbers]
 
     def _children(self, space: TileSpace, stages: np.ndarray, slots: np.ndarray, branches: np.ndarray, kids: list,
                   symmetric: np.ndarray, todo: list | None = None, assign_below: float = math.inf) -> dict:
@@ -391,11 +472,13 @@ class BranchAndBound:
         return out
 
     def record(self, tree: TileSearch, node: int, stages: list, slots: list, branch: int, kids: np.ndarray,
-               bounds: np.ndarray, exact: np.ndarray, keep: np.ndarray | None = None, enqueue: bool = True) -> list:
+               bounds: np.ndarray, exact: np.ndarray, keep: np.ndarray | None = None, enqueue: bool = True,
+               qpb: dict | None = None) -> list:
         """Enter an expanded node's children in the tree: those that may hold a better plan (or
         `keep`, replaying another process's expansion) as open nodes (best first, or depth first
-        beyond MAX_OPEN; not `enqueue`: left to the caller), the others as closed leaves. Returns
-        the kept children's (bound, id)."""
+        beyond MAX_OPEN; not `enqueue`: left to the caller), the others as closed leaves; a kept
+        child's floor is its parent's or its own QPB (`qpb`: node_qpbs). Returns the kept
+        children's (bound, id)."""
         n = tree.space.n
         tree.expanded += 1
         tree.bounded += len(kids)
@@ -410,9 +493,15 @@ class BranchAndBound:
             tree.closed_least = min(tree.closed_least, float(bounds[~keep].min()))
         child_stages, slots = tuple(stages) + (branch,), tuple(slots)    # one tuple for all children
         kept, ids = [], [-1] * len(kids)
+        floor = tree.floor.pop(node, -math.inf)
+        for kid, (value, entry) in (qpb or {}).items():
+            tree.qpb.append(entry)
         for at, k, b, full in zip(np.flatnonzero(keep).tolist(), kids[keep].tolist(), bounds[keep].tolist(),
                                   exact[keep].tolist()):
             child = len(tree.stages)
+            own = max(floor, qpb[k][0]) if qpb and k in qpb else floor
+            if own > -math.inf:
+                tree.floor[child] = own
             if not full:
                 tree.lazy.add(child)
             tree.stages.append(child_stages)
@@ -441,7 +530,8 @@ class BranchAndBound:
             groups = [entries[g::WAVE_GROUPS] for g in range(WAVE_GROUPS)]
             groups = [g for g in groups if g]
             tasks = [(index, self.best, self.threshold, deadline,
-                      [(tree.stages[node], tree.slots[node], bound, node in tree.lazy) for bound, node in group])
+                      [(tree.stages[node], tree.slots[node], bound, node in tree.lazy, tree.floor.get(node))
+                       for bound, node in group])
                      for group in groups]
             replayed = 0
             for result in run_wave(pool, tasks, self.options):   # in group order: the same for any pool size
@@ -534,11 +624,11 @@ def wave_pool(workers: int):
     search in one process, without waves) for one worker or where processes cannot fork."""
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         return None
-    return WorkerPool(min(workers, WAVE_GROUPS), "fork")
+    return WorkerPool(min(workers, WAVE_GROUPS), "fork", initializer=one_blas_thread)
 
 
 def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, roots: list) -> dict:
-    """One group of one wave: best first from `roots` (stages, slots, bound, lazy) for
+    """One group of one wave: best first from `roots` (stages, slots, bound, lazy, floor) for
     WAVE_EXPANSIONS expansions, from the wave's incumbent; returns the tree's changes, its open
     nodes and its incumbent."""
     space = _SPACES[index]
@@ -547,10 +637,12 @@ def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | N
     search.best, search.threshold, search.log = best, threshold, []
     tree = TileSearch(space)
     dive = len(roots) > MAX_OPEN // WAVE_GROUPS   # the group's share of the open nodes: depth first
-    for stages, slots, bound, lazy in roots:
+    for stages, slots, bound, lazy, floor in roots:
         node = len(tree.stages)
         tree.stages.append(stages)
         tree.slots.append(slots)
+        if floor is not None:
+            tree.floor[node] = floor
         if dive:
             tree.dive.append((bound, -len(stages), node))
         else:
@@ -600,6 +692,48 @@ def _name(space: TileSpace) -> str:
     return f"{space.layout.tile[0]}x{space.layout.tile[1]}"
 
 
+def node_qpb(space: TileSpace, pairs: list, deadline: float | None = None, stopped=lambda: False) -> tuple | None:
+    """The QPB of the node fixing `pairs` ([stage, slot], ...): (its proven bound rounded up,
+    certificate entry, the plan nearest its point or None); None when `deadline` has passed."""
+    if deadline is not None and time.monotonic() >= deadline:
+        return None
+    A, B, L, K = node_problem(space.C, space.D, [p[0] for p in pairs], [p[1] for p in pairs])
+    _, point, spec, _ = qpb_search(A, B, L, spectral(A, B), QPB_STEPS, deadline, stopped)
+    entry, completion = {}, None
+    if point is None:
+        spec = spectral(A, B)          # PB: the checker takes the default dual
+    else:
+        entry = {"theta": spec.theta.tolist(), "point": stored_point(point, NODE_POINT_DIGITS)}
+        point = np.array(entry["point"]).reshape(A.shape)
+        completion = _rounded_completion(space, pairs, point)
+    value = (trace_bound(A, B, L, spec, point) + Fraction(K)) / 2
+    entry["value"] = float(value)
+    return float(math.ceil(value)), entry, completion    # integer data: every objective is an integer
+
+
+def node_qpb_task(index: int, pairs: list, deadline: float | None) -> tuple | None:
+    """node_qpb on a forked worker (which inherits the tile shapes)."""
+    return node_qpb(_SPACES[index], pairs, deadline)
+
+
+def _rounded_completion(space: TileSpace, pairs: list, point: np.ndarray) -> np.ndarray:
+    """The plan nearest a node's QPB point: its free stages where the point's assignment puts them."""
+    fixed = dict(pairs)
+    rows = np.setdiff1d(np.arange(space.m), list(fixed))            # free stages, then the dummies
+    free = np.setdiff1d(np.arange(space.m), list(fixed.values()))
+    slot_of = dict(fixed)
+    for row, col in zip(*linear_sum_assignment(-point)):
+        slot_of[int(rows[row])] = int(free[col])
+    return np.array([slot_of[i] for i in range(space.n)])
+
+
+def node_qpb_pays(space: TileSpace, strong: tuple | None) -> bool:
+    """Whether the nodes near the root get a QPB too: integer data (the checker's exact proof)
+    and a root QPB NODE_QPB_GAIN above Gilmore-Lawler, where the Gilmore-Lawler tree does not
+    reach the root's QPB within minutes."""
+    return bool(strong) and space.integral and strong[0] >= (1 + NODE_QPB_GAIN) * root_bound(space)
+
+
 def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list, strong: list,
                   options: SolveOptions, pool, tiles: dict, stats: dict) -> None:
     """Every tile shape in turn, best root bound first, each with its share of the time left;
@@ -612,6 +746,7 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
         left = options.remaining()
         deadline = None if left is None else time.monotonic() + left / (len(order) - position)
         proven_at_root = bool(strong[k]) and roots[k] >= search.threshold
+        search.node_qpb_depth = NODE_QPB_DEPTH if node_qpb_pays(space, strong[k]) else 0
         tree = search.search(space, deadline, closed=proven_at_root, index=k, pool=pool)
         tiles[name] = tree.certificate(search.threshold)
         if strong[k]:
@@ -619,7 +754,8 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
             tiles[name]["bound"] = max(tiles[name]["bound"], roots[k])
         stats[name] = {"root_bounds": {"gilmore-lawler": space.rounded(root_bound(space)),
                                        **({"qpb": space.rounded(strong[k][0]), "qpb_s": strong[k][2]} if strong[k] else {}),
-                                       "used": "qpb" if strong[k] and strong[k][0] > root_bound(space) else "gilmore-lawler"},
+                                       "used": "qpb" if strong[k] and strong[k][0] > root_bound(space) else "gilmore-lawler",
+                                       "node_qpb": len(tree.qpb)},
                        "nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": tree.lap_solved,
                        "open": tree.pending(), "root_bound": space.rounded(roots[k]),
                        "bound": space.rounded(tiles[name]["bound"]), "proven": not tree.pending(),

@@ -39,6 +39,7 @@ re-derived one (a node may be listed with its row-minimum bound).
 from __future__ import annotations
 
 import base64
+import json
 import math
 import zlib
 from dataclasses import dataclass, field
@@ -52,10 +53,12 @@ from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound
 from wafopt.problems.certificates import float_down
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
-from wafopt.problems.placement.projected import entry_value
+from wafopt.problems.placement.projected import entry_value, node_entry_value
 
 FLOAT_ERROR = 1e-9    # relative error of a float bound's sums (far below the rule's REL_TOL)
 MAX_TREE_TOKENS = 5_000_000   # a certificate's tree beyond this is refused (checking it would take hours)
+MAX_NODE_QPB = 1000           # nodes with a QPB in one tree's certificate (each check: about 0.1 s)
+MAX_NODE_QPB_TEXT = 64 << 20  # their entries' JSON text, unpacked
 
 
 def symmetry_group(fit: Fitness) -> list[np.ndarray]:
@@ -291,6 +294,24 @@ def encode_tree(tokens: list[int]) -> str:
     return base64.b64encode(zlib.compress(np.asarray(tokens, dtype="<u2").tobytes(), 9)).decode("ascii")
 
 
+def encode_entries(entries: list) -> str:
+    """Node QPB entries, [[[stage, slot], ...], {value, theta, point}], as base64 of zlib-packed JSON."""
+    return base64.b64encode(zlib.compress(json.dumps(entries, separators=(",", ":")).encode(), 9)).decode("ascii")
+
+
+def decode_entries(text, where: str) -> list:
+    if not isinstance(text, str):
+        raise CertificateError(f"{where} must be base64 zlib text")
+    try:
+        raw = zlib.decompressobj().decompress(base64.b64decode(text.encode("ascii"), validate=True), MAX_NODE_QPB_TEXT)
+        entries = json.loads(raw) if len(raw) < MAX_NODE_QPB_TEXT else None
+    except (ValueError, zlib.error, UnicodeError, RecursionError):
+        raise CertificateError(f"{where} is not base64 zlib JSON") from None
+    if not isinstance(entries, list):
+        raise CertificateError(f"{where} must pack a list of at most {MAX_NODE_QPB_TEXT >> 20} MB")
+    return entries
+
+
 def decode_tree(text: str, n: int, limit: int = MAX_TREE_TOKENS) -> np.ndarray:
     try:
         raw = zlib.decompressobj().decompress(base64.b64decode(text.encode("ascii"), validate=True), 2 * limit)
@@ -304,12 +325,14 @@ def decode_tree(text: str, n: int, limit: int = MAX_TREE_TOKENS) -> np.ndarray:
     return tokens
 
 
-def walk(space: TileSpace, tokens: np.ndarray, claimed: float) -> float:
+def walk(space: TileSpace, tokens: np.ndarray, claimed: float, floors: dict | None = None) -> float:
     """Re-derive the least leaf bound of a preorder tree, exactly where it is below `claimed`
-    (a leaf whose row-minimum bound clears `claimed` is counted at `claimed`). Raises
-    CertificateError on a malformed tree. The tree is read first; the leaves are then bounded in
-    batches of nodes with as many fixed stages and leaf children."""
+    (a leaf whose row-minimum bound clears `claimed` is counted at `claimed`), each leaf raised
+    to the largest proven QPB of the nodes on its path (`floors`: ((stage, slot), ...) -> bound).
+    Raises CertificateError on a malformed tree. The tree is read first; the leaves are then
+    bounded in batches of nodes with as many fixed stages and leaf children."""
     n = space.n
+    floors = floors or {}
     position = 0
 
     def expand(stages):
@@ -328,23 +351,27 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float) -> float:
     if root is None:   # the whole space is one leaf: its bound is the plain Gilmore-Lawler bound
         return root_bound(space)
     groups: dict[tuple[int, int], list] = {}          # (fixed stages, leaf children) -> nodes
-    pending: list[tuple[list[int], list[int], int, list[int], list]] = [([], [], root, space.kids([], []).tolist(), [])]
+    # (stages, slots, branch, kids left, leaf kids, their floors, this node's floor)
+    pending: list = [([], [], root, space.kids([], []).tolist(), [], [], -math.inf)]
     while pending:
-        stages, slots, branch, kids, leaves = pending[-1]
+        stages, slots, branch, kids, leaves, leaf_floors, floor = pending[-1]
         if not kids:
             pending.pop()
             if leaves:
-                groups.setdefault((len(stages), len(leaves)), []).append((stages, slots, branch, leaves))
+                groups.setdefault((len(stages), len(leaves)), []).append((stages, slots, branch, leaves, leaf_floors))
             continue
         k = kids.pop(0)
         child_stages, child_slots = stages + [branch], slots + [k]
+        child_floor = max(floor, floors.get(tuple(zip(child_stages, child_slots)), -math.inf))
         token = expand(child_stages)
         if token is None or len(child_stages) == n:
             if token is not None:
                 raise CertificateError("bnb-frontier tree branches below a complete assignment")
             leaves.append(k)
+            leaf_floors.append(child_floor)
         else:
-            pending.append((child_stages, child_slots, token, space.kids(child_stages, child_slots).tolist(), []))
+            pending.append((child_stages, child_slots, token, space.kids(child_stages, child_slots).tolist(), [], [],
+                            child_floor))
     if position != len(tokens):
         raise CertificateError("bnb-frontier tree has tokens after its last node")
     least = math.inf
@@ -355,8 +382,15 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float) -> float:
                 np.array([node[0] for node in chunk], dtype=int).reshape(len(chunk), d),
                 np.array([node[1] for node in chunk], dtype=int).reshape(len(chunk), d),
                 np.array([node[2] for node in chunk]), np.array([node[3] for node in chunk]), cutoff=claimed)
-            least = min(least, float(np.where(exact, bound, np.maximum(bound, claimed)).min()))
+            raised = np.maximum(np.where(exact, bound, np.maximum(bound, claimed)), [node[4] for node in chunk])
+            least = min(least, float(raised.min()))
     return least
+
+
+def path_floor(floors: dict, stages: list[int], slots: list[int]) -> float:
+    """The largest proven QPB of the nodes on the path to (stages, slots), -inf without one."""
+    pairs = list(zip(stages, slots))
+    return max([floors.get(tuple(pairs[:d]), -math.inf) for d in range(1, len(pairs) + 1)], default=-math.inf)
 
 
 def root_bound(space: TileSpace) -> float:
@@ -406,18 +440,38 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
         claimed = entry.get("bound")
         if not isinstance(claimed, (int, float)) or isinstance(claimed, bool) or not math.isfinite(claimed):
             raise CertificateError(f"bnb-frontier tiles.{name}.bound must be a finite number")
-        least = walk(space, decode_tree(entry["tree"], space.n), float(claimed))
+        where = f"bnb-frontier tiles.{name}.qpb"
+        floors = _node_floors(space, decode_entries(entry["qpb"], where) if "qpb" in entry else [], where)
+        least = walk(space, decode_tree(entry["tree"], space.n), float(claimed), floors)
         if "root" in entry:     # a convex quadratic programming bound of the whole tile shape
             root = entry_value(space.C, space.D, entry["root"], True, f"bnb-frontier tiles.{name}.root")
             least = max(least, float(math.ceil(root)) if space.integral else float_down(root))
         for k, node in enumerate(entry.get("frontier") or []):
             stages, slots, value = _frontier_node(node, space, f"tiles.{name}.frontier[{k}]")
-            derived = node_bound(space, stages, slots)
+            derived = max(node_bound(space, stages, slots), path_floor(floors, stages, slots))
             if not at_most(value, derived):       # a node may be listed with a weaker bound than GL
                 raise CertificateError(f"bnb-frontier tiles.{name}.frontier[{k}] bound {value} re-derives "
                                        f"as {derived}")
         values.append(space.rounded(least))
     return min(values)
+
+
+def _node_floors(space: TileSpace, entries, where: str) -> dict:
+    """The proven QPB of each listed node (decode_entries), ((stage, slot), ...) -> bound (rounded
+    up: the data are integers), each re-derived from the instance (node_entry_value)."""
+    if not isinstance(entries, list) or len(entries) > MAX_NODE_QPB:
+        raise CertificateError(f"{where} must be a list of at most {MAX_NODE_QPB} [[[stage, slot], ...], entry]")
+    floors = {}
+    for k, item in enumerate(entries):
+        if not isinstance(item, list) or len(item) != 2:
+            raise CertificateError(f"{where}[{k}] must be [[[stage, slot], ...], entry]")
+        stages, slots, _ = _frontier_node([item[0], 0], space, f"{where}[{k}]")
+        if not stages:
+            raise CertificateError(f"{where}[{k}] fixes no stage (the root's QPB is `root`)")
+        value = node_entry_value(space.C, space.D, stages, slots, item[1], f"{where}[{k}]")
+        key = tuple(zip(stages, slots))
+        floors[key] = max(floors.get(key, -math.inf), float(math.ceil(value)))
+    return floors
 
 
 def _frontier_node(node, space: TileSpace, where: str) -> tuple[list[int], list[int], float]:

@@ -54,6 +54,7 @@ from wafopt.problems.placement.assignment import hungarian
 MAX_SLOTS = 64          # beyond this (the convexity check is an (m-1)^2 Cholesky) a tile keeps its GL bound
 THETA_INERT = 1e-6      # a theta entry whose step weight is below this share of the largest is inert
 POINT_DIGITS = 12       # significant digits of a stored Frank-Wolfe point
+NODE_POINT_DIGITS = 6   # ... of a branch-and-bound node's (its bound moves by about 1e-8 relative)
 UNIT = 2.0 ** -53       # unit roundoff of binary64
 
 
@@ -302,8 +303,8 @@ def trace_bound(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, spec: Spectr
     return constant - h - mu * norm + assignment_lower(gradient + linear)
 
 
-def stored_point(X: np.ndarray) -> list[float]:
-    return [float(f"{x:.{POINT_DIGITS}g}") for x in np.asarray(X, dtype=float).ravel()]
+def stored_point(X: np.ndarray, digits: int = POINT_DIGITS) -> list[float]:
+    return [float(f"{x:.{digits}g}") for x in np.asarray(X, dtype=float).ravel()]
 
 
 # --- fast float PB (search), not proven -------------------------------------------------------------
@@ -328,6 +329,49 @@ def tile_matrices(C: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     if not np.array_equal(D, D.T):
         raise CertificateError("the eigenvalue bounds need symmetric distances")
     return padded(C, D.shape[0]), D
+
+
+def node_problem(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[int]):
+    """The trace-form problem of the assignments below a branch-and-bound node that puts
+    stages[i] in slots[i]: (A', B', L', K) with t(X) = t'(X') + K for every completion, where A'
+    is A on the free and dummy stages, B' is B on the free slots, L' the cost of talking to the
+    fixed stages, L'[i, k] = sum_j (A[i, j] + A[j, i]) B[k, slots_j], and K the fixed stages'
+    own trace cost. With integer C and D (below 2^53 in every sum) every number is exact."""
+    A, B = tile_matrices(C, D)
+    m = B.shape[0]
+    fixed, places = np.asarray(stages, dtype=int), np.asarray(slots, dtype=int)
+    rows = np.setdiff1d(np.arange(m), fixed)        # free stages, then the dummy ones
+    free = np.setdiff1d(np.arange(m), places)
+    talk = A[np.ix_(rows, fixed)] + A[np.ix_(fixed, rows)].T
+    L = talk @ B[np.ix_(places, free)]
+    K = float((A[np.ix_(fixed, fixed)] * B[np.ix_(places, places)]).sum())
+    return A[np.ix_(rows, rows)], B[np.ix_(free, free)], L, K
+
+
+def node_entry_value(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[int], entry,
+                     where: str) -> Fraction:
+    """The bound (base objective) a node's QPB entry {value, theta, point} (or PB: {value}) proves for every
+    assignment below the node, re-derived (integer data only: L' and K are then exact); the
+    stored `value` must agree."""
+    from wafopt.problems.certificates import finite_numbers
+
+    if not isinstance(entry, dict):
+        raise CertificateError(f"{where} must be a mapping with value, theta and point")
+    if not (np.all(C == np.round(C)) and np.all(D == np.round(D))
+            and 2 * np.abs(C).sum() * max(1.0, float(np.abs(D).max())) < 2 ** 53):
+        raise CertificateError(f"{where}: a node's QPB is checked for integer flows and distances only")
+    A, B, L, K = node_problem(C, D, stages, slots)
+    m = B.shape[0]
+    point, theta = None, None
+    if "point" in entry or "theta" in entry:   # else PB at the node
+        point = np.array(finite_numbers(entry, "point", m * m, f"{where}.")).reshape(m, m)
+        theta = finite_numbers(entry, "theta", max(m - 2, 0), f"{where}.")
+    spec = spectral(A, B, theta)
+    if theta is not None:
+        spec.check_theta()
+    value = (trace_bound(A, B, L, spec, point) + Fraction(K)) / 2
+    check_close(entry.get("value"), float(value), f"{where}.value")
+    return value
 
 
 def check_close(stored, derived: float, where: str) -> None:
