@@ -122,6 +122,14 @@ def test_ctrl_c_stops_branch_and_bound_on_two_processes_within_2_s(tmp_path):
     assert "waves" in json.loads(out.read_text())["stats"]["layouts"]["1x1"]   # the search ran on the pool
 
 
+def test_ctrl_c_stops_branch_and_bound_while_nodes_get_their_qpb(tmp_path):
+    out = tmp_path / "nug30.json"
+    run = Solving("instances/placement/qaplib/nug30.yaml", "bnb", out, "--workers", "2")
+    took = run.interrupt_after(4.0)   # past the root's QPB, among the node QPBs on the pool
+    assert_interrupted_and_certifiable(run, took, out)
+    assert json.loads(out.read_text())["stats"]["layouts"]["1x1"]["root_bounds"]["node_qpb"] > 0
+
+
 def test_ctrl_c_stops_the_gcmr_chain_within_2_s(tmp_path):
     out = tmp_path / "plan.json"
     run = Solving("instances/plan/llama3-70b-config3-faulty.yaml", "gcmr", out)   # about 3 s of solving

@@ -39,8 +39,10 @@ PROPERTY = settings(max_examples=15, deadline=None, derandomize=True, suppress_h
 
 @st.composite
 def integer_instances(draw):
-    """3-5 stages with integer flows (and Mem_pair volumes) on a small mesh, a faulty die or none."""
-    rows, cols = draw(st.sampled_from([(2, 3), (3, 3), (2, 4)]))
+    """3-5 stages with integer flows (and Mem_pair volumes) on a small mesh, a faulty die or none,
+    one or two tile shapes."""
+    rows, cols = draw(st.sampled_from([(2, 3), (3, 3), (2, 4), (3, 4)]))
+    tiles = draw(st.sampled_from([[[1, 1]], [[1, 1], [1, 2]], [[1, 2], [2, 1]]]))
     mesh = {"rows": rows, "cols": cols}
     if draw(st.booleans()):
         mesh["faulty_dies"] = [[draw(st.integers(0, rows - 1)), draw(st.integers(0, cols - 1))]]
@@ -49,8 +51,8 @@ def integer_instances(draw):
     flows = [f for f in flows if f[2] > 0] or [[0, 1, 1.0]]
     pairs = [[0, n - 1, float(draw(st.integers(1, 4)))]] if draw(st.booleans()) else []
     try:
-        return loaded(mesh=mesh, tile=[1, 1], stages=n, flows=flows, pairs=pairs).instance
-    except InstanceError:      # the stages do not fit around the fault
+        return loaded(mesh=mesh, tile=tiles, stages=n, flows=flows, pairs=pairs).instance
+    except InstanceError:      # the stages do not fit the shapes: the whole healthy mesh then
         return loaded(mesh={"rows": rows, "cols": cols}, tile=[1, 1], stages=n, flows=flows, pairs=pairs).instance
 
 
@@ -76,7 +78,7 @@ def best_completion(space: TileSpace, stages: list[int], slots: list[int]) -> fl
 @PROPERTY
 @given(integer_instances(), st.data())
 def test_a_node_qpb_never_exceeds_its_best_completion(inst, data):
-    space = TileSpace(inst, inst.layouts[0])
+    space = TileSpace(inst, data.draw(st.sampled_from(inst.layouts)))
     depth = data.draw(st.integers(1, min(2, space.n - 1)))
     stages = data.draw(st.permutations(range(space.n)))[:depth]
     slots = data.draw(st.permutations(range(space.m)))[:depth]
