@@ -96,6 +96,7 @@ WAVE_GROUPS = 4            # with workers: open nodes dealt into this many group
                            # the answer is the same for any number of workers)
 WAVE_EXPANSIONS = 200      # expansions of one group in one wave
 POLL_S = 0.1               # how often a wave's wait checks for Ctrl-C
+REPLAY_POLL = 16           # expansions replayed between two looks at the wave's workers
 
 
 @dataclass
@@ -534,9 +535,10 @@ class BranchAndBound:
                        for bound, node in group])
                      for group in groups]
             replayed = 0
+            between = (lambda: pool.wait(0)) if isinstance(pool, WorkerPool) else None
             for result in run_wave(pool, tasks, self.options):   # in group order: the same for any pool size
                 group = groups[replayed]
-                self._replay(tree, [node for _, node in group], result)
+                self._replay(tree, [node for _, node in group], result, between)
                 value, plan = result["best"]
                 if self.better(value):
                     self.best = Incumbent(value, plan)
@@ -550,9 +552,10 @@ class BranchAndBound:
             self.waves_run += 1
             self._progress(space, tree)
 
-    def _replay(self, tree: TileSearch, roots: list[int], result: dict) -> None:
+    def _replay(self, tree: TileSearch, roots: list[int], result: dict, between=None) -> None:
         """A wave task's changes entered in this tree: its nodes are numbered 0.. from `roots` in
-        the order the task made them."""
+        the order the task made them; `between()` every REPLAY_POLL expansions (the pool hands a
+        finished worker its next group meanwhile)."""
         ids = list(roots)
         log = result["log"]
         tree.closed_least = min(tree.closed_least, log["closed_least"])
@@ -568,6 +571,8 @@ class BranchAndBound:
                                                       log["bounds"][part], log["exact"][part], log["keep"][part],
                                                       enqueue=False)]
             tree.lazy.discard(node)   # expanded: no longer open
+            if between is not None and e % REPLAY_POLL == REPLAY_POLL - 1:
+                between()
         tree.lazy.difference_update(roots)   # closed or still open (then flagged again below)
         self._reopen(tree, [(bound, ids[local], lazy) for bound, local, lazy in result["open"]])
 
