@@ -71,11 +71,10 @@ from wafopt.problems.placement.instance import PlacementInstance
 from wafopt.problems.placement.projected import (
     MAX_SLOTS,
     NODE_POINT_DIGITS,
+    bound_at_point,
     node_problem,
     spectral,
-    stored_point,
     tile_matrices,
-    trace_bound,
 )
 from wafopt.solvers.reported import expect_parts, report
 
@@ -608,11 +607,8 @@ def root_qpb(space: TileSpace, options: SolveOptions, search: BranchAndBound) ->
     deadline = None if left is None else started + ROOT_QPB_SHARE * left
     A, B = tile_matrices(space.C, space.D)
     _, point, spec, _ = qpb_search(A, B, None, spectral(A, B), QPB_STEPS, deadline, options.stopped)
-    entry = {"value": 0.0}
-    if point is not None:
-        entry = {"theta": spec.theta.tolist(), "point": stored_point(point)}
-        point = np.array(entry["point"]).reshape(A.shape)
-    value = trace_bound(A, B, None, spec, point) / 2
+    value, entry, _ = bound_at_point(A, B, None, point, spec)
+    value /= 2
     entry["value"] = float(value)
     seconds = round(time.monotonic() - started, 3)
     report(options, f"bnb {_name(space)} root", search.best.value, float(value), _name(space),
@@ -704,15 +700,10 @@ def node_qpb(space: TileSpace, pairs: list, deadline: float | None = None, stopp
         return None
     A, B, L, K = node_problem(space.C, space.D, [p[0] for p in pairs], [p[1] for p in pairs])
     _, point, spec, _ = qpb_search(A, B, L, spectral(A, B), QPB_STEPS, deadline, stopped)
-    entry, completion = {}, None
-    if point is None:
-        spec = spectral(A, B)          # PB: the checker takes the default dual
-    else:
-        entry = {"theta": spec.theta.tolist(), "point": stored_point(point, NODE_POINT_DIGITS)}
-        point = np.array(entry["point"]).reshape(A.shape)
-        completion = _rounded_completion(space, pairs, point)
-    value = (trace_bound(A, B, L, spec, point) + Fraction(K)) / 2
+    value, entry, point = bound_at_point(A, B, L, point, spec, NODE_POINT_DIGITS)
+    value = (value + Fraction(K)) / 2
     entry["value"] = float(value)
+    completion = None if point is None else _rounded_completion(space, pairs, point)
     return float(math.ceil(value)), entry, completion    # integer data: every objective is an integer
 
 

@@ -31,10 +31,9 @@ from wafopt.problems.placement.instance import PlacementInstance
 from wafopt.problems.placement.projected import (
     MAX_SLOTS,
     Spectral,
+    bound_at_point,
     spectral,
-    stored_point,
     tile_matrices,
-    trace_bound,
 )
 
 QPB_STEPS = 3000          # Frank-Wolfe steps per tile shape without a time limit
@@ -130,8 +129,7 @@ def _tile_bounds(inst: PlacementInstance, options: SolveOptions, quadratic: bool
             continue
         A, B = tile_matrices(inst.weights, lay.distance)
         spec = spectral(A, B)
-        entry, info = {}, {}
-        point = None
+        info, point = {}, None
         if quadratic:
             left = options.remaining(started)
             deadline = None if left is None else time.monotonic() + QPB_SHARE * left / (len(layouts) - position)
@@ -140,10 +138,8 @@ def _tile_bounds(inst: PlacementInstance, options: SolveOptions, quadratic: bool
                 gilmore_lawler()
                 continue
             info["frank_wolfe_bound"] = fw / 2
-            if point is not None:
-                entry["theta"] = spec.theta.tolist()
-                entry["point"] = stored_point(point)
-                point = np.array(entry["point"]).reshape(A.shape)
+        value, entry, point = bound_at_point(A, B, None, point, spec)
+        value /= 2
         # a plan, so that the bound comes with a certified gap: the point (or the linear term at P)
         # rounded to the nearest permutation
         rounding = -point if point is not None else (2.0 / len(A)) * np.outer(A.sum(axis=1), B.sum(axis=1))
@@ -151,7 +147,6 @@ def _tile_bounds(inst: PlacementInstance, options: SolveOptions, quadratic: bool
         objective = Fitness(inst, lay).one(col)
         if objective < best_value:
             best_plan, best_value = lay.plan(col), objective
-        value = trace_bound(A, B, None, spec, point) / 2
         entry["value"] = float(value)
         tiles[name] = entry
         proven.append(Fraction(math.ceil(value)) if integral(inst, lay) else value)

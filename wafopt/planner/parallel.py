@@ -61,18 +61,18 @@ class Serial:
         pass
 
 
-class _Futures:
+class _Waves:
     """Shared waiting loop: results in submission order, None for a task cut by an interrupt."""
 
     def __init__(self, options: SolveOptions):
         self.options = options
 
-    def collect(self, futures: list, seconds: float, done) -> list:
+    def collect(self, tasks: list, seconds: float, done) -> list:
         """Wait for the wave; `done(k, outcome)` as each task finishes (any order)."""
         deadline = time.monotonic() + seconds + GRACE_S
-        pending = set(futures)
-        index = {f: k for k, f in enumerate(futures)}
-        results: list = [None] * len(futures)
+        pending = set(tasks)
+        index = {f: k for k, f in enumerate(tasks)}
+        results: list = [None] * len(tasks)
         while pending and not self.options.stopped() and time.monotonic() < deadline:
             finished, pending = self.wait(pending, POLL_S)
             for f in sorted(finished, key=index.get):
@@ -83,7 +83,7 @@ class _Futures:
         return results
 
 
-class Pool(_Futures):
+class Pool(_Waves):
     """A local process pool (spawned processes: no solver state is forked)."""
 
     def __init__(self, options: SolveOptions, workers: int):
@@ -111,7 +111,7 @@ class Pool(_Futures):
         self.pool.close()
 
 
-class Dask(_Futures):
+class Dask(_Waves):
     """An existing Dask cluster (`--scheduler ADDRESS`)."""
 
     def __init__(self, options: SolveOptions, address: str):

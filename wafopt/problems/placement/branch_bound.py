@@ -289,40 +289,47 @@ def free_slots(m: int, slots: np.ndarray) -> np.ndarray:
 
 # --- the tree as a certificate ----------------------------------------------------------------
 
+def _packed(data: bytes) -> str:
+    return base64.b64encode(zlib.compress(data, 9)).decode("ascii")
+
+
+def _unpacked(text, limit: int, what: str) -> bytes:
+    """The bytes of _packed text, at most `limit` of them read (a zlib bomb stops there)."""
+    try:
+        return zlib.decompressobj().decompress(base64.b64decode(text.encode("ascii"), validate=True), limit)
+    except (ValueError, zlib.error, UnicodeError, AttributeError):
+        raise CertificateError(f"{what} is not base64 zlib data") from None
+
+
 def encode_tree(tokens: list[int]) -> str:
     """Preorder tokens (a branching stage, or n for a leaf) as base64 of zlib-packed uint16."""
-    return base64.b64encode(zlib.compress(np.asarray(tokens, dtype="<u2").tobytes(), 9)).decode("ascii")
-
-
-def encode_entries(entries: list) -> str:
-    """Node QPB entries, [[[stage, slot], ...], {value, theta, point}], as base64 of zlib-packed JSON."""
-    return base64.b64encode(zlib.compress(json.dumps(entries, separators=(",", ":")).encode(), 9)).decode("ascii")
-
-
-def decode_entries(text, where: str) -> list:
-    if not isinstance(text, str):
-        raise CertificateError(f"{where} must be base64 zlib text")
-    try:
-        raw = zlib.decompressobj().decompress(base64.b64decode(text.encode("ascii"), validate=True), MAX_NODE_QPB_TEXT)
-        entries = json.loads(raw) if len(raw) < MAX_NODE_QPB_TEXT else None
-    except (ValueError, zlib.error, UnicodeError, RecursionError):
-        raise CertificateError(f"{where} is not base64 zlib JSON") from None
-    if not isinstance(entries, list):
-        raise CertificateError(f"{where} must pack a list of at most {MAX_NODE_QPB_TEXT >> 20} MB")
-    return entries
+    return _packed(np.asarray(tokens, dtype="<u2").tobytes())
 
 
 def decode_tree(text: str, n: int, limit: int = MAX_TREE_TOKENS) -> np.ndarray:
-    try:
-        raw = zlib.decompressobj().decompress(base64.b64decode(text.encode("ascii"), validate=True), 2 * limit)
-    except (ValueError, zlib.error, UnicodeEncodeError):
-        raise CertificateError("bnb-frontier tree is not base64 zlib data") from None
+    raw = _unpacked(text, 2 * limit, "bnb-frontier tree")
     if len(raw) % 2 or len(raw) >= 2 * limit:
         raise CertificateError(f"bnb-frontier tree is broken or longer than {limit} nodes")
     tokens = np.frombuffer(raw, dtype="<u2").astype(np.int64)
     if tokens.size == 0 or tokens.max() > n:
         raise CertificateError("bnb-frontier tree holds a token that is no stage")
     return tokens
+
+
+def encode_entries(entries: list) -> str:
+    """Node QPB entries, [[[stage, slot], ...], {value, theta, point}], as base64 of zlib-packed JSON."""
+    return _packed(json.dumps(entries, separators=(",", ":")).encode())
+
+
+def decode_entries(text, where: str) -> list:
+    raw = _unpacked(text, MAX_NODE_QPB_TEXT, where)
+    try:
+        entries = json.loads(raw) if len(raw) < MAX_NODE_QPB_TEXT else None
+    except (ValueError, RecursionError):
+        raise CertificateError(f"{where} is not JSON") from None
+    if not isinstance(entries, list):
+        raise CertificateError(f"{where} must pack a list of at most {MAX_NODE_QPB_TEXT >> 20} MB")
+    return entries
 
 
 def walk(space: TileSpace, tokens: np.ndarray, claimed: float, floors: dict | None = None) -> float:

@@ -48,7 +48,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from wafopt.core.errors import CertificateError
-from wafopt.core.numeric import close
+from wafopt.core.numeric import MAX_EXACT, close
 from wafopt.problems.placement.assignment import hungarian
 
 MAX_SLOTS = 64          # beyond this (the convexity check is an (m-1)^2 Cholesky) a tile keeps its GL bound
@@ -350,20 +350,28 @@ def node_problem(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[in
 
 def node_entry_value(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[int], entry,
                      where: str) -> Fraction:
-    """The bound (base objective) a node's QPB entry {value, theta, point} (or PB: {value}) proves for every
-    assignment below the node, re-derived (integer data only: L' and K are then exact); the
+    """The bound (base objective) a node's QPB entry {value, theta, point} (or PB: {value}) proves
+    for every assignment below the node, re-derived (integer data only: L' and K are then exact);
+    the stored `value` must agree."""
+    if not (np.all(C == np.round(C)) and np.all(D == np.round(D))
+            and 2 * np.abs(C).sum() * max(1.0, float(np.abs(D).max())) < MAX_EXACT):
+        raise CertificateError(f"{where}: a node's QPB is checked for integer flows and distances only")
+    return _entry_bound(*node_problem(C, D, stages, slots), entry, True, where)
+
+
+def _entry_bound(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, K: float, entry, quadratic: bool,
+                 where: str) -> Fraction:
+    """(the t-bound at the entry's point, or PB without one, + K) / 2, re-derived; the entry's
     stored `value` must agree."""
     from wafopt.problems.certificates import finite_numbers
 
     if not isinstance(entry, dict):
-        raise CertificateError(f"{where} must be a mapping with value, theta and point")
-    if not (np.all(C == np.round(C)) and np.all(D == np.round(D))
-            and 2 * np.abs(C).sum() * max(1.0, float(np.abs(D).max())) < 2 ** 53):
-        raise CertificateError(f"{where}: a node's QPB is checked for integer flows and distances only")
-    A, B, L, K = node_problem(C, D, stages, slots)
+        raise CertificateError(f"{where} must be a mapping with value")
     m = B.shape[0]
     point, theta = None, None
-    if "point" in entry or "theta" in entry:   # else PB at the node
+    if "point" in entry or "theta" in entry:
+        if not quadratic:
+            raise CertificateError(f"{where}: a projected-eigenvalue bound has no point")
         point = np.array(finite_numbers(entry, "point", m * m, f"{where}.")).reshape(m, m)
         theta = finite_numbers(entry, "theta", max(m - 2, 0), f"{where}.")
     spec = spectral(A, B, theta)
@@ -372,6 +380,18 @@ def node_entry_value(C: np.ndarray, D: np.ndarray, stages: list[int], slots: lis
     value = (trace_bound(A, B, L, spec, point) + Fraction(K)) / 2
     check_close(entry.get("value"), float(value), f"{where}.value")
     return value
+
+
+def bound_at_point(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, point: np.ndarray | None, spec: Spectral,
+           digits: int = POINT_DIGITS) -> tuple[Fraction, dict, np.ndarray | None]:
+    """What a certificate entry proves for Frank-Wolfe's `point` (qpb_search): the exact t-bound at
+    the point as stored, its entry {theta, point} and the stored point; without a point, PB with
+    the default dual (as the checker takes it) and an empty entry."""
+    if point is None:
+        return trace_bound(A, B, L, spectral(A, B), None), {}, None
+    entry = {"theta": spec.theta.tolist(), "point": stored_point(point, digits)}
+    point = np.array(entry["point"]).reshape(A.shape)
+    return trace_bound(A, B, L, spec, point), entry, point
 
 
 def check_close(stored, derived: float, where: str) -> None:
@@ -384,21 +404,5 @@ def check_close(stored, derived: float, where: str) -> None:
 def entry_value(C: np.ndarray, D: np.ndarray, entry, quadratic: bool, where: str) -> Fraction:
     """The bound (base objective) one tile's certificate entry proves, re-derived; its stored
     `value` must agree. PB: {value}; QPB: {value, theta, point} or {value} (then PB)."""
-    from wafopt.problems.certificates import finite_numbers
-
-    if not isinstance(entry, dict):
-        raise CertificateError(f"{where} must be a mapping with value")
-    m = D.shape[0]
-    point, theta = None, None
-    if "point" in entry or "theta" in entry:
-        if not quadratic:
-            raise CertificateError(f"{where}: a projected-eigenvalue bound has no point")
-        point = np.array(finite_numbers(entry, "point", m * m, f"{where}.")).reshape(m, m)
-        theta = finite_numbers(entry, "theta", max(m - 2, 0), f"{where}.")
     A, B = tile_matrices(C, D)
-    spec = spectral(A, B, theta)
-    if theta is not None:
-        spec.check_theta()
-    value = trace_bound(A, B, None, spec, point) / 2
-    check_close(entry.get("value"), float(value), f"{where}.value")
-    return value
+    return _entry_bound(A, B, None, 0.0, entry, quadratic, where)
