@@ -4,7 +4,9 @@ A scenario gives `cluster:` instead of `wafer:` to run the same cost model where
 training runs exist (docs/fidelity.md). A cluster is built as a `Wafer` of system "cluster" with
 one row per node and one column per GPU, so plans name GPUs as [node, gpu]; the communication
 model is the switched one of `wafopt.costmodel.network.SwitchedNetwork`. Presets live in
-wafopt/data/clusters.yaml (human units: TFLOPS, GB, TB/s, GB/s, microseconds).
+wafopt/data/clusters.yaml (human units: TFLOPS, GB, TB/s, GB/s, microseconds). An inline cluster
+without `efficiency:` takes the GPU figures of DEFAULT_EFFICIENCY_PRESET: no GPU reaches its peak,
+so ideal efficiency must be asked for (`efficiency: {}`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from wafopt.hardware.efficiency import EfficiencySpec, parse_efficiency
 
 GB_PER_S = 1e9
 MAX_NODES = 4096
+DEFAULT_EFFICIENCY_PRESET = "dgx-a100-80g"   # published A100 figures (docs/workload.md, "Efficiency")
 
 
 class ClusterSpec(Record):
@@ -39,10 +42,13 @@ class ClusterSpec(Record):
     source: text() = "user-defined"
 
     def build(self, where: str) -> Wafer:
+        efficiency = self.efficiency
+        if efficiency is None:
+            efficiency = _load("clusters.yaml")[DEFAULT_EFFICIENCY_PRESET]["efficiency"]
         return Wafer(self.name, self.nodes, self.gpus_per_node, self.gpu_tflops * TFLOPS, self.hbm_gb * GB,
                      self.hbm_tbps * TB_PER_S, self.nvlink_gbps * GB_PER_S, self.nvlink_latency_us * US,
                      source=self.source, parallel_rules="megatron",
-                     efficiency=parse_efficiency(self.efficiency, field_at(where, "efficiency")),
+                     efficiency=parse_efficiency(efficiency, field_at(where, "efficiency")),
                      system="cluster", node_bandwidth=self.network_gbps * GB_PER_S,
                      node_latency=self.network_latency_us * US)
 
