@@ -308,6 +308,26 @@ def test_megatron_interleaves_when_it_helps():
     assert result.plan["interleave"] > 1 and "fastest of 1, 2, 3" in result.message
     plain = evaluate("plan", loaded.instance, dict(result.plan, interleave=1))
     assert plain.feasible and result.objective < plain.objective
+    assert result.bound is not None and result.bound.kind == "compute-floor"   # kept: below the plan
+
+
+def test_the_compute_floor_lies_below_plans_of_every_interleave_the_scenario_leaves_open():
+    from wafopt.core.numeric import at_most
+    from wafopt.costmodel.rules import legal_interleaves
+    from wafopt.planner.certificate import compute_floor_value
+
+    # tp 8, pp 4 fixed, interleave open: 8 micro-batches, so v = 1 pays a bubble of 3/8
+    loaded = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 4}, "model": GPT_22B,
+                             "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8},
+                             "parallel": {"tp": 8, "pp": 4}})
+    megatron = run_method(loaded, "megatron", SolveOptions(quiet=True))
+    assert megatron.bound is not None and megatron.plan["interleave"] > 1
+    interleaves = legal_interleaves(loaded.instance.llm, 4, 8)
+    assert interleaves == [1, 2, 3, 4, 6, 12]
+    floor = compute_floor_value(loaded.instance)
+    for v in interleaves:
+        verdict = evaluate("plan", loaded.instance, dict(megatron.plan, interleave=v))
+        assert verdict.feasible and at_most(floor, verdict.objective), (v, floor, verdict.objective)
 
 
 def test_pipeline_sends_raise_the_plan_bound_by_their_least_time():

@@ -6,10 +6,10 @@ compute-floor: the evaluator's objective (docs/evaluator.md) is the longest path
 optimizer step; a forward task lasts at least its compute, a backward task at least its compute
 (recomputation, communication and exposed offloading are never negative), sends take no less
 than nothing, and the longest path grows with every duration. A plan may choose its layer split
-and, where the scenario allows several, its micro-batch size, so the floor is the least over
-them of the schedule bound of the layout bound (its quick tier, wafopt.planner.quick_bound, its
-Lagrangian without memory, mu = 0, at the split that makes it least, and the split's worst
-inequality, wafopt.planner.full_bound).
+and, where the scenario allows several, its micro-batch size and interleave (virtual stages per
+device), so the floor is the least over them of the schedule bound of the layout bound (its
+quick tier, wafopt.planner.quick_bound, its Lagrangian without memory, mu = 0, at the split that
+makes it least, and the split's worst inequality, wafopt.planner.full_bound).
 Re-derived from the scenario alone; the certificate has no data.
 
 planner-layouts: the joint planner's bound. The certificate lists every choice of the space
@@ -21,10 +21,12 @@ the least over the feasible choices.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from wafopt.core.errors import CertificateError, InstanceError
 from wafopt.core.numeric import at_most
 from wafopt.core.result import CERTIFICATE, Bound
+from wafopt.costmodel.rules import legal_interleaves
 from wafopt.costmodel.scenario import Choice, Scenario
 from wafopt.planner.full_bound import (
     cheap_weights,
@@ -47,16 +49,18 @@ def compute_floor_value(scenario) -> float | None:
     sizes = scenario.training.micro_batches
     least = None
     for size in sizes:
-        choice = Choice(par, micro_batch=None if len(sizes) == 1 else size)
-        try:
-            d = layout_data(scenario, choice)
-        except InstanceError:   # the layout cannot be modelled: no plan is feasible
-            continue
-        if isinstance(d, str):
-            continue
-        value = max([quick_bound(scenario, choice).value, schedule_bound(d)]
-                    + [lagrangian(d, w, 0.0) for w in cheap_weights(d)])
-        least = value if least is None else min(least, value)
+        microbatches = scenario.training.global_batch // size // par.dp
+        for v in legal_interleaves(scenario.llm, par.pp, microbatches, scenario.fixed.interleave):
+            choice = Choice(replace(par, interleave=v), micro_batch=None if len(sizes) == 1 else size)
+            try:
+                d = layout_data(scenario, choice)
+            except InstanceError:   # the layout cannot be modelled: no plan is feasible
+                continue
+            if isinstance(d, str):
+                continue
+            value = max([quick_bound(scenario, choice).value, schedule_bound(d)]
+                        + [lagrangian(d, w, 0.0) for w in cheap_weights(d)])
+            least = value if least is None else min(least, value)
     return least
 
 
