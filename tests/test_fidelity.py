@@ -311,6 +311,18 @@ def test_megatron_interleaves_when_it_helps():
     assert result.bound is not None and result.bound.kind == "compute-floor"   # kept: below the plan
 
 
+@pytest.mark.parametrize("training", [{"sequence_parallel": True}, {"recompute": "selective"},
+                                      {"sequence_parallel": True, "recompute": "full"}])
+def test_mg_wafer_follows_what_the_scenario_forces(training):
+    loaded = cluster_scenario(**training)
+    result = run_method(loaded, "mg-wafer", SolveOptions(quiet=True))
+    assert result.plan is not None, result.message
+    assert result.plan["sequence_parallel"] is training.get("sequence_parallel", False)
+    verdict = evaluate("plan", loaded.instance, result.plan)
+    assert verdict.feasible and verdict.objective == result.objective
+    assert f"{training.get('recompute', 'no')} recomputation" in result.message
+
+
 def test_the_compute_floor_lies_below_plans_of_every_interleave_the_scenario_leaves_open():
     from wafopt.core.numeric import at_most
     from wafopt.costmodel.rules import legal_interleaves

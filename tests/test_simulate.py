@@ -305,7 +305,7 @@ def _llama405_plan():
     scenario = dataclasses.replace(base, parallel=par, fixed=Fixed(8, 32, 1))
     pipes = place_serpentine(scenario.mesh(), par, 2, 4)
     plan = {"tp": 8, "pp": 32, "dp": 1, "pipelines": [[[list(d) for d in s] for s in p] for p in pipes],
-            "recompute": [s.full_recompute() for s in scenario.workload().stages]}
+            "recompute": [s.policy_row("full") for s in scenario.workload().stages]}
     return scenario, plan
 
 

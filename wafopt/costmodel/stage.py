@@ -146,10 +146,6 @@ class StageWorkload:
             return self.full_recompute_s
         return sum(u.recompute_s * x for u, x in zip(self.units, xs))
 
-    def full_recompute(self) -> str:
-        """The recompute row of Megatron's full recomputation."""
-        return FULL
-
     def policy_row(self, policy: str):
         """The recompute row of a named policy (none, selective, full): `recompute_row`."""
         return recompute_row(self, policy)

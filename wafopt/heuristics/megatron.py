@@ -11,7 +11,8 @@
   placement is tried.
 - `mg-wafer`: WATOS's MG-wafer baseline (WATOS Sec. V-A): every tile shape h x w = tp, stages on
   the aligned tiles in serpentine order (WATOS Fig. 11a), no sequence parallelism, no
-  recomputation unless memory forces full recomputation of every layer, no offloading.
+  recomputation unless memory forces full recomputation of every layer, no offloading; what the
+  scenario's `training` forces (sequence parallelism, a recomputation policy) it follows.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ def _best(scenario: Scenario, options: SolveOptions, candidates) -> tuple[dict |
         started = time.monotonic()
         ev = evaluate("plan", scenario, plan)
         longest = max(longest, time.monotonic() - started)
-        tried.append(f"{label}: {'%.4g s' % ev.objective if ev.feasible else 'infeasible'}")
+        tried.append(f"{label}: " + ('%.4g s' % ev.objective if ev.feasible
+                                      else f"infeasible ({ev.violations[0][:100] if ev.violations else 'no reason'})"))
         if ev.feasible and (best_time is None or ev.objective < best_time):
             best, best_time = plan, ev.objective
             options.incumbent(plan)
@@ -116,25 +118,30 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
 def solve_mg_wafer(scenario: Scenario, options: SolveOptions) -> MethodResult:
     if scenario.parallel is None:
         return MethodResult(None, "unknown", message="mg-wafer needs a fixed layout: add parallel: {tp, pp, dp}")
-    work = scenario.workload(Choice(sequence_parallel=False))
-    fits_plain = all(s.memory_bytes(None) <= scenario.wafer.dram_capacity for s in work.stages)
-    full = not fits_plain and scenario.training.recompute
-    if scenario.training.recompute_policy is not None:
-        full = scenario.training.recompute_policy == "full"
-    rows = [s.full_recompute() for s in work.stages] if full else None
+    training = scenario.training
+    sp = training.sequence_parallel if training.sequence_parallel_fixed else False
+    work = scenario.workload(Choice(sequence_parallel=sp))
+    policy = training.recompute_policy
+    if policy is None:
+        fits_plain = all(s.memory_bytes(None) <= scenario.wafer.dram_capacity for s in work.stages)
+        policy = "full" if not fits_plain and training.recompute else "none"
+    rows = None if policy == "none" else [s.policy_row(policy) for s in work.stages]
 
     def candidates():
         for label, plan in _placements(scenario):
             if plan is not None:
-                plan = dict(plan, sequence_parallel=False, tp_scheme="megatron")
+                plan = dict(plan, sequence_parallel=sp, tp_scheme="megatron")
                 if rows is not None:
                     plan["recompute"] = rows
             yield label, plan
 
     best, tried = _best(scenario, options, candidates())
     if best is None:
-        reason = "even full recomputation does not fit every die" if full else "no tile shape fits"
+        reason = ("even full recomputation does not fit every die" if policy == "full" else
+                  "no placement is feasible" if scenario.wafer.system == "cluster" else "no tile shape fits")
         # a baseline that finds no plan proves nothing: unknown, not infeasible
         return MethodResult(None, "unknown", message=f"mg-wafer baseline found no plan: {reason} ({'; '.join(tried)})")
-    note = "full recomputation (memory forces it)" if full else "no recomputation"
+    note = {"full": "full recomputation", "none": "no recomputation"}.get(policy, f"{policy} recomputation")
+    if training.recompute_policy is None and policy == "full":
+        note += " (memory forces it)"
     return MethodResult(best, "feasible", None, "heuristic", f"{note}; tile shapes tried: {'; '.join(tried)}")
