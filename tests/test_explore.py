@@ -180,6 +180,26 @@ def test_s_curve_grows_with_the_assumed_error_and_confidence_when_stopped():
         "probability_best_is_optimal"] <= 1.0
 
 
+def test_the_time_limit_stops_a_level_between_its_tasks():
+    import time
+
+    evaluate = synthetic.WithError(0.1)
+    started = {}
+
+    def slow(task):   # each fine evaluation takes 0.2 s: one batch of F1-F3 takes seconds
+        if task["fidelity"] != "F0":
+            time.sleep(0.2)
+            started[task["fidelity"]] = started.get(task["fidelity"], 0) + 1
+        return evaluate(task)
+
+    sp = big_space()
+    t0 = time.monotonic()
+    out = Explorer(sp, WORKLOADS, slow, 0.1, workers=0, time_limit=1.0).run()
+    elapsed = time.monotonic() - t0
+    assert not out["proven"] and out["remaining"] and out["evaluations"]["F3"] == 0
+    assert started["F1"] <= 6 and elapsed < 10   # one task past the limit at most, not the batch's 20
+
+
 def test_one_and_two_dask_workers_give_the_same_table():
     sp = space(max_units=2)
     one = explorer(sp, workers=1).run()
@@ -308,7 +328,8 @@ def test_explore_command_json_and_quiet(tmp_path, capsys):
     assert code == 0
     assert {"best", "counts", "evaluations", "remaining", "proven"} <= set(out)
     assert out["best"] is None and not out["proven"] and out["remaining"]
-    assert out["evaluations"]["F0"] == out["counts"]["wafers after wafer pruning"] and out["evaluations"]["F3"] == 0
+    assert out["evaluations"]["F3"] == 0   # the limit holds from the first level on
+    assert len(out["remaining"]) == out["counts"]["wafers after wafer pruning"]
 
 
 @pytest.mark.slow

@@ -37,6 +37,10 @@ BATCH = 4  # designs per round of fine evaluation (fixed: results must not depen
 FLUSH, FLUSH_S = 64, 10.0   # results are written to the store in groups this large, or this often
 
 
+class OutOfTime(Exception):
+    """The time limit passed before every task of a level had run (those that ran are stored)."""
+
+
 @dataclass
 class DesignState:
     design: Design
@@ -101,12 +105,13 @@ class Explorer:
         """Evaluate (design, workload) tasks at one fidelity, through the store; in order. Results
         are stored as they come (a killed run keeps them); `tick(n)` counts the tasks done."""
         tasks, keys, todo = [], [], []
+        budget = self.budget_s if self.deadline is None else min(self.budget_s, max(0.0, self.left()))
         for state, wl, plan in items:
             design = state.design.to_dict()
             task = {"fidelity": fidelity, "design": design, "workload": {"name": wl.name, "data": wl.data},
-                    "budget": self.budget_s, "seed": self.seed, "plan": plan}
+                    "budget": budget, "seed": self.seed, "plan": plan}
             key = task_key(design, wl.sha + (json.dumps(plan, sort_keys=True) if plan else ""), fidelity,
-                           self.budget_s if fidelity == "F2" else None)
+                           budget if fidelity == "F2" else None)
             tasks.append(task)
             keys.append(key)
             if self.store.get(key) is None:
@@ -132,14 +137,20 @@ class Explorer:
         finally:
             self.store.put_many(pending)
             self.seconds[fidelity] += time.perf_counter() - started
-        return [self.store.get(k) for k in keys]
+        results = [self.store.get(k) for k in keys]
+        if any(r is None for r in results):
+            raise OutOfTime
+        return results
 
     def _map(self, tasks: list[dict]):
-        """(index, result) of each task, in the order they finish."""
+        """(index, result) of each task, in the order they finish; none started after the time
+        limit (a task started before it runs to its end, the planner's within its budget)."""
         if not tasks:
             return
         if self.workers == 0 and self.scheduler is None:
             for k, task in enumerate(tasks):
+                if self.expired():
+                    return
                 yield k, self.evaluate(task)
             return
         from distributed import as_completed
@@ -147,9 +158,12 @@ class Explorer:
         client = self._dask()
         futures = client.map(self.evaluate, tasks, pure=False)
         index = {f.key: k for k, f in enumerate(futures)}
+        timeout = None if self.deadline is None else max(0.0, self.left())
         try:
-            for future, result in as_completed(futures, with_results=True):
+            for future, result in as_completed(futures, with_results=True, timeout=timeout):
                 yield index[future.key], result
+        except TimeoutError:
+            return
         finally:
             client.cancel(futures)   # an interrupted run leaves nothing running on the cluster
 
@@ -172,6 +186,9 @@ class Explorer:
             if cluster is not None and not self.scheduler:
                 cluster.close()
             self._client = None
+
+    def left(self) -> float:
+        return math.inf if self.deadline is None else self.deadline - time.monotonic()
 
     def expired(self, ahead: float = 0.0) -> bool:
         """Past the time limit, or within `ahead` seconds of it."""
@@ -204,7 +221,13 @@ class Explorer:
 
         # F0: a certified lower bound for every design and workload
         pairs = [(s, w, None) for s in states for w in self.workloads]
-        for (s, w, _), r in zip(pairs, self._run("F0", pairs, lambda k: self._tell("F0", states, k, len(pairs)))):
+        try:
+            bounds = self._run("F0", pairs, lambda k: self._tell("F0", states, k, len(pairs)))
+        except OutOfTime:   # the designs cannot even be ordered: every one remains
+            for s in states:
+                s.status, s.why = "remaining", "not bounded within the time limit"
+            return self.report(states, counts, None, math.inf, states, time.perf_counter() - started)
+        for (s, w, _), r in zip(pairs, bounds):
             if r["feasible"]:
                 s.bound[w.name] = r["bound"]
             else:
@@ -240,36 +263,12 @@ class Explorer:
                 break
             batch, queue = queue[:BATCH], queue[BATCH:]
             batch_started = time.monotonic()
-            batch = [s for s in batch if not self._prune(s, beaten(s, self.lower(s)), "bound")]
-            pairs = [(s, w, None) for s in batch for w in self.workloads]
-            for (s, w, _), r in zip(pairs, self._run("F1", pairs, tick("F1"))):
-                if not r["feasible"]:   # the tightened bound proves that no layout fits
-                    s.status, s.why = "infeasible", f"{w.name}: {r['note']}"
-                self._take(s, w, r, "F1")
-            done["F1"] += len(pairs)
-            batch = [s for s in batch if s.status != "infeasible"
-                     and not self._prune(s, beaten(s, self.lower(s)), "tightened bound")]
-            pairs = [(s, w, None) for s in batch for w in self.workloads]
-            for (s, w, _), r in zip(pairs, self._run("F2", pairs, tick("F2"))):
-                self._take(s, w, r, "F2")
-            done["F2"] += len(pairs)
-            # F3 simulates these plans: a design whose plans cannot simulate below the best is done
-            batch = [s for s in batch if not self._prune(s, beaten(s, self.lower(s)), "tightened bound")
-                     and not self._prune(s, beaten(s, self.planned(s)), "plan's analytic value")]
-            pairs = [(s, w, s.plans[w.name]) for s in batch for w in self.workloads if w.name in s.plans]
-            for (s, w, _), r in zip(pairs, self._run("F3", pairs, tick("F3"))):
-                if r["feasible"]:
-                    s.simulated[w.name] = r["value"]
-                s.fidelity = "F3"
-            done["F3"] += len(pairs)
-            for s in batch:
-                cost = self.objective.cost(s.design, s.simulated)
-                if cost is None:   # some workload has no plan (none found in the budget) or no simulation
-                    s.status, s.why = "no plan", "no plan found or simulated for every workload"
-                    continue
-                s.status = "evaluated"
-                if cost < best_cost or (cost == best_cost and best and s.design.id < best.design.id):
-                    best, best_cost = s, cost
+            try:
+                best, best_cost = self._batch(batch, best, best_cost, beaten, done, tick)
+            except OutOfTime:   # the batch's designs still open remain
+                queue = [s for s in batch if s.status not in ("infeasible", "pruned")] + queue
+                stopped = True
+                break
             longest = max(longest, time.monotonic() - batch_started)
             self._tell("F3", states, done["F3"], total, best, best_cost, queue)
         remaining = [s for s in queue] if stopped else []
@@ -280,6 +279,40 @@ class Explorer:
         for level in ("F1", "F2", "F3"):
             self._tell(level, states, done[level], done[level], best, best_cost, remaining, ordered=False)
         return self.report(states, counts, best, best_cost, remaining, time.perf_counter() - started)
+
+    def _batch(self, batch: list[DesignState], best, best_cost: float, beaten, done: dict, tick):
+        """F1 to F3 for one batch of designs; the best design and its cost after it."""
+        batch = [s for s in batch if not self._prune(s, beaten(s, self.lower(s)), "bound")]
+        pairs = [(s, w, None) for s in batch for w in self.workloads]
+        for (s, w, _), r in zip(pairs, self._run("F1", pairs, tick("F1"))):
+            if not r["feasible"]:   # the tightened bound proves that no layout fits
+                s.status, s.why = "infeasible", f"{w.name}: {r['note']}"
+            self._take(s, w, r, "F1")
+        done["F1"] += len(pairs)
+        batch = [s for s in batch if s.status != "infeasible"
+                 and not self._prune(s, beaten(s, self.lower(s)), "tightened bound")]
+        pairs = [(s, w, None) for s in batch for w in self.workloads]
+        for (s, w, _), r in zip(pairs, self._run("F2", pairs, tick("F2"))):
+            self._take(s, w, r, "F2")
+        done["F2"] += len(pairs)
+        # F3 simulates these plans: a design whose plans cannot simulate below the best is done
+        batch = [s for s in batch if not self._prune(s, beaten(s, self.lower(s)), "tightened bound")
+                 and not self._prune(s, beaten(s, self.planned(s)), "plan's analytic value")]
+        pairs = [(s, w, s.plans[w.name]) for s in batch for w in self.workloads if w.name in s.plans]
+        for (s, w, _), r in zip(pairs, self._run("F3", pairs, tick("F3"))):
+            if r["feasible"]:
+                s.simulated[w.name] = r["value"]
+            s.fidelity = "F3"
+        done["F3"] += len(pairs)
+        for s in batch:
+            cost = self.objective.cost(s.design, s.simulated)
+            if cost is None:   # some workload has no plan (none found in the budget) or no simulation
+                s.status, s.why = "no plan", "no plan found or simulated for every workload"
+                continue
+            s.status = "evaluated"
+            if cost < best_cost or (cost == best_cost and best and s.design.id < best.design.id):
+                best, best_cost = s, cost
+        return best, best_cost
 
     def _prune(self, s: DesignState, beaten: bool, what: str) -> bool:
         if beaten:
