@@ -117,7 +117,8 @@ def test_sixteen_by_sixteen_plan_labels_each_stage_once(tmp_path):
 
 @pytest.mark.parametrize("instance, method", [("instances/tatp/tatp-8x8-f3-n16.yaml", "tiles"),
                                               ("instances/placement/pl-sparse-12.yaml", "ga"),
-                                              ("instances/recompute/rc-example-pooled.yaml", "dp")])
+                                              ("instances/recompute/rc-example-pooled.yaml", "dp"),
+                                              ("instances/findings/dgx4-gpt3-6.7b-megatron.yaml", "megatron")])
 def test_solve_and_show_write_the_picture_with_plot(instance, method, tmp_path):
     from wafopt.cli import main
 

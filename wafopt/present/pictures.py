@@ -64,6 +64,8 @@ def draw_plan(scenario: Scenario, plan: dict | None, ax) -> None:
     labels = {groups[dies_of[g][0]]: names[g] for g in dies_of} if replicas == 1 else {}
     ev = evaluate("plan", scenario, plan)
     loads = {(tuple(a), tuple(b)): v / 1e9 for a, b, v in ev.details.get("link_loads", [])}   # bytes -> GB
+    if scenario.wafer.system == "cluster":   # switch ports, not mesh links: the picture shows the GPUs
+        loads = {}
 
     def centre(stage: int, fallback):
         dies = dies_of.get(stage)
