@@ -285,6 +285,17 @@ def test_cli_simulate_json_and_plot(tmp_path, capsys):
     assert out["iteration_s"] == pytest.approx(out["analytic_iteration_s"], rel=1e-3)
 
 
+def test_calibrate_with_out_leaves_the_shipped_epsilon_alone(tmp_path, capsys):
+    shipped = ROOT / "wafopt" / "data" / "calibration.json"
+    before = shipped.read_bytes()
+    table = tmp_path / "cal.md"
+    assert main(["calibrate", "--plans", "1", "--seed", "3", "--out", str(table), "--quiet"]) == 0
+    assert "wafopt calibrate --plans 1 --seed 3" in table.read_text()
+    written = json.loads(table.with_suffix(".json").read_text())
+    assert written["plans"] >= 1 and written["epsilon"] == max(abs(e) for e in written["errors"])
+    assert shipped.read_bytes() == before
+
+
 @pytest.mark.parametrize("argv", [["simulate", "solutions/nug12.milp.json"], ["simulate", "no/such.json"],
                                   ["calibrate", "--plans", "-1"]])
 def test_cli_bad_input_exits_2(argv, capsys):

@@ -133,22 +133,28 @@ class Calibration:
     """The error of the analytic plan model against the simulator, and the files written."""
 
     result: dict
-    table: str              # the error table (markdown)
+    table: Path             # the error table (markdown)
     calibration: Path       # the epsilon the exploration prunes with
 
 
-def calibrate(plans: int = 50, seed: int = 0, out: str = "docs/calibration.md",
+SHIPPED_CALIBRATION_TABLE = "docs/calibration.md"
+
+
+def calibrate(plans: int = 50, seed: int = 0, out: str | None = None,
               progress: Callable | None = None) -> Calibration:
     """The analytic model against the simulator on the shipped and `plans` random feasible plans;
-    `progress(row)` after each plan."""
+    `progress(row)` after each plan. The table goes to `out` and its epsilon beside it as JSON;
+    without `out` they are the shipped pair, docs/calibration.md and the epsilon `explore` prunes
+    with (wafopt/data/calibration.json)."""
     if not 0 <= plans <= 10_000:
         raise InstanceError(f"must be in 0..10000, got {plans}", "--plans")
     if not 0 <= seed < 2 ** 32:
         raise InstanceError(f"must be in 0..2^32-1, got {seed}", "--seed")
     result = calibrate_model(plans, seed, progress)
     command = f"wafopt calibrate --plans {plans} --seed {seed}"
-    write_text(out, render_markdown(result, command))
-    return Calibration(result, out, write_calibration(result))
+    table = write_text(out or SHIPPED_CALIBRATION_TABLE, render_markdown(result, command))
+    return Calibration(result, table, write_calibration(result) if out is None
+                       else write_calibration(result, Path(out).with_suffix(".json")))
 
 
 @dataclass

@@ -117,7 +117,9 @@ class Calibrate(Command):
     def add_arguments(self, p):
         p.add_argument("--plans", type=int, default=50, metavar="N", help="random feasible plans (default 50)")
         p.add_argument("--seed", type=int, default=0, help="seed of the random plans (default 0)")
-        p.add_argument("--out", default="docs/calibration.md", metavar="MD", help="the error table (markdown)")
+        p.add_argument("--out", default=None, metavar="MD",
+                       help="the error table (markdown), its epsilon beside it as .json (default: "
+                            "docs/calibration.md and the epsilon explore prunes with, wafopt/data/calibration.json)")
         p.add_argument("--quiet", action="store_true")
 
     def run(self, args):
