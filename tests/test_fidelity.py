@@ -161,6 +161,19 @@ def test_solve_megatron_json_on_a_cluster_scenario(tmp_path):
     assert plan["sequence_parallel"] is True and plan["pipelines"] == [[[[0, g] for g in range(8)]]]
 
 
+def test_solve_without_method_runs_megatron_on_a_cluster(tmp_path, capsys):
+    from wafopt.cli import main
+
+    path = tmp_path / "gpu.yaml"
+    path.write_text(json.dumps({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 1},
+                                "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 4, "global_batch": 4},
+                                "parallel": {"tp": 8, "pp": 1}}))
+    out = tmp_path / "out.json"
+    assert main(["solve", str(path), "--quiet", "--out", str(out)]) == 0
+    solution = json.loads(out.read_text())
+    assert solution["method"] == "megatron" and solution["status"] == "feasible"
+
+
 def cluster_scenario(**training):
     return parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2}, "model": GPT_22B,
                            "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8, **training},

@@ -109,8 +109,11 @@ class Solve(Command):
         loaded = api.load(args.instance, args.problem)
         if args.method is None:
             if loaded.problem != "plan":
-                raise InstanceError(f"is required for problem {loaded.problem}", "--method")
-            args.method = "plan"   # a scenario: the joint planner searches what `parallel:` leaves open
+                raise InstanceError(f"is required for problem {loaded.problem} "
+                                    f"(one of {', '.join(api.methods(loaded.problem))})", "--method")
+            # a scenario: the joint planner searches what `parallel:` leaves open; on a GPU cluster
+            # (no die mesh to place on) Megatron-LM's layout is the plan
+            args.method = "megatron" if not api.applicable(loaded, "plan") else "plan"
         api.prepare_method(loaded, args.method)   # its solver libraries load before "solving"
         options = solve_options(args)
         if args.warm_start:
