@@ -174,6 +174,25 @@ def test_solve_without_method_runs_megatron_on_a_cluster(tmp_path, capsys):
     assert solution["method"] == "megatron" and solution["status"] == "feasible"
 
 
+@pytest.mark.parametrize("command", [["ablation", "{s}", "--time-limit", "5"], ["tatp-report", "{s}"],
+                                     ["simulate", "{sol}"], ["solve", "{s}", "--problem", "tatp", "--method", "snake"]])
+def test_wafer_only_commands_refuse_a_cluster_scenario(command, tmp_path, capsys):
+    from wafopt.cli import main
+
+    path = tmp_path / "gpu.yaml"
+    path.write_text(json.dumps({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 1},
+                                "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 4, "global_batch": 4},
+                                "parallel": {"tp": 8, "pp": 1}}))
+    solution = tmp_path / "sol.json"
+    assert main(["solve", str(path), "--method", "megatron", "--quiet", "--out", str(solution)]) == 0
+    capsys.readouterr()
+    argv = [a.format(s=path, sol=solution) for a in command] + ["--out", str(tmp_path / "x.json")] * (
+        command[0] == "solve")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "does not apply to a cluster scenario" in err and "Traceback" not in err
+
+
 def cluster_scenario(**training):
     return parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2}, "model": GPT_22B,
                            "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8, **training},

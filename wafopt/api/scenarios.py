@@ -12,6 +12,7 @@ from wafopt.core.errors import InstanceError
 from wafopt.core.files import write_text
 from wafopt.costmodel.report import workload_report
 from wafopt.costmodel.training import parse_training
+from wafopt.hardware.cluster import require_mesh
 from wafopt.planner.ablation import Row
 from wafopt.planner.ablation import ablation as planner_ablation
 from wafopt.present.simulation import plot_simulation
@@ -78,6 +79,7 @@ class AblationRun:
 def ablation(path: str | Path, time_limit: float | None = 300.0, seed: int = 0, quiet: bool = True) -> AblationRun:
     """The planner's steps one by one (WATOS Fig. 18), each with a share of the time limit."""
     loaded = scenario(path)
+    require_mesh(loaded.instance.wafer, "ablation", str(path))
     opts = options(time_limit, seed, None, quiet).start()
     rows = planner_ablation(loaded.instance, opts)
     return AblationRun(loaded.name, rows, opts.interrupted)
@@ -88,6 +90,7 @@ def tatp_report(path: str | Path, combos: str = "snake+xy,tiles+xy,tiles+tcme", 
     """TATP mapping + routing on a scenario, one row per `mapping+routing` pair of `combos`
     (comma-separated): physical rings, tail hops, peak link load, layer time."""
     loaded = scenario(path)
+    require_mesh(loaded.instance.wafer, "tatp-report", str(path))
     if detour < 0:
         raise InstanceError(f"must be >= 0, got {detour}", "--detour")
     pairs = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from wafopt.core.errors import InstanceError
+from wafopt.hardware.cluster import require_mesh
 from wafopt.heuristics.recompute import dp_plan
 from wafopt.heuristics.tatp import tile_groups
 from wafopt.problems import Loaded, problem_module
@@ -57,10 +58,7 @@ def derive(loaded: Loaded, problem: str, **decisions) -> Loaded:
         raise InstanceError(f"--problem {problem} needs a scenario instance (problem: plan), "
                             f"this is problem: {loaded.problem}", loaded.path)
     problem_module(problem)  # an unknown problem fails with the list of known ones
-    if loaded.instance.wafer.system == "cluster":
-        raise InstanceError(f"--problem {problem} does not apply to a cluster scenario: the wafer kernels "
-                            "(placement, recomputation pooling, Mem_pair, TATP rings, routing) model a die mesh",
-                            loaded.path)
+    require_mesh(loaded.instance.wafer, f"--problem {problem}", loaded.path)
     try:
         kernel = kernel_of(loaded.instance, problem, **decisions)
     except InstanceError as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from wafopt.core.errors import InstanceError
 from wafopt.core.schema import Record, count, field_at, quantity, text, validate
 from wafopt.hardware.catalog import GB, TB_PER_S, TFLOPS, US, Wafer, _load, _merged_spec
 from wafopt.hardware.efficiency import EfficiencySpec, parse_efficiency
@@ -60,6 +61,13 @@ class ClusterSpec(Record):
             nvlink_gbps=system.link_bandwidth / GB_PER_S, network_gbps=system.node_bandwidth / GB_PER_S,
             nvlink_latency_us=system.link_latency / US, network_latency_us=system.node_latency / US,
             efficiency=EfficiencySpec.of(system.efficiency).dump(), source=system.source)
+
+
+def require_mesh(system: Wafer, what: str, where: str) -> None:
+    """InstanceError naming `what` unless `system` is a wafer: `what` models a die mesh."""
+    if system.system == "cluster":
+        raise InstanceError(f"{what} does not apply to a cluster scenario: it models a die mesh (on a cluster: "
+                            "solve --method megatron or mg-wafer, evaluate, workload, fidelity)", where)
 
 
 def cluster_presets() -> list[str]:

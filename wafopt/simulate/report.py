@@ -5,6 +5,7 @@ from __future__ import annotations
 from wafopt.core.errors import InstanceError, PlanError
 from wafopt.core.files import read_mapping
 from wafopt.costmodel.plan import plan_tasks
+from wafopt.hardware.cluster import require_mesh
 from wafopt.problems import evaluate, load
 from wafopt.simulate.engine import simulate
 
@@ -24,6 +25,7 @@ def simulate_solution(solution: str, instance: str | None = None, contention: bo
     loaded = load(where)
     if loaded.problem != "plan":
         raise InstanceError(f"is a {loaded.problem} instance, simulate needs a plan scenario", where)
+    require_mesh(loaded.instance.wafer, "simulate", where)
     evaluation = evaluate("plan", loaded.instance, data["plan"])
     if evaluation.objective is None:
         raise InstanceError(f"plan cannot be evaluated: {'; '.join(evaluation.violations)[:300]}", solution)
