@@ -408,3 +408,13 @@ def test_tatp_and_routing_bounds_never_above_a_plan(rows, cols, size, rng):
     routes = [[mesh.paths(f.src, f.dst, 1) for f in routing.flows] for _ in range(1)][0]
     plans = [{"routes": [[list(d) for d in rng.choice(options)] for options in routes]} for _ in range(10)]
     assert_below("routing", routing, plans)
+
+
+def test_a_solution_read_from_elsewhere_says_how_to_name_its_instance(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    path = solved(tmp_path, "instances/placement/pl-sparse-12.yaml", "serpentine")   # names it relative to ROOT
+    monkeypatch.chdir(tmp_path)
+    for command in (["certify", path], ["show", path]):
+        assert main(command) == 2
+        assert "pass --instance" in capsys.readouterr().err
+    assert main(["certify", path, "--instance", str(ROOT / "instances/placement/pl-sparse-12.yaml")]) == 0

@@ -102,6 +102,21 @@ def read_solution(path: str | Path) -> Solution:
     return Solution(**{**defaults, **given})
 
 
+def locate_instance(given: str, solution_path: str | Path, explicit: bool = False) -> Path:
+    """The instance file a solution names: as given (relative to the working directory), else
+    relative to the repository the solution sits in (<repo>/solutions/) or to its folder; an
+    InstanceError with the way out when none exists (`explicit`: the user's own path, as given)."""
+    path = Path(given)
+    if explicit or path.is_absolute() or path.exists():
+        return path
+    solution_dir = Path(solution_path).resolve().parent
+    for base in (solution_dir.parent, solution_dir):
+        if (base / path).exists():
+            return base / path
+    raise InstanceError("no such file, here or beside the solution (a solution names its instance as it was "
+                        "given to solve): pass --instance PATH", given)
+
+
 def is_solution_file(path: str | Path) -> bool:
     p = Path(path)
     if p.suffix != ".json":

@@ -8,7 +8,7 @@ import yaml
 
 from wafopt.compose.derive import derive
 from wafopt.core.errors import InstanceError
-from wafopt.core.solution import is_solution_file, read_solution
+from wafopt.core.solution import is_solution_file, locate_instance, read_solution
 from wafopt.present.pictures import DRAW, save_picture
 from wafopt.problems import load
 from wafopt.run.methods import methods
@@ -18,7 +18,7 @@ def show(target: str, problem: str | None = None, png: str | None = None) -> dic
     plan = None
     if is_solution_file(target):
         sol = read_solution(target)
-        loaded = load(sol.instance)
+        loaded = load(locate_instance(sol.instance, target))
         if sol.derived_from or loaded.problem != sol.problem:
             loaded = derive(loaded, sol.problem)
         plan = sol.plan

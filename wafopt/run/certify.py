@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from wafopt.compose.derive import derive
 from wafopt.core.budget import SolveOptions
@@ -34,7 +33,7 @@ from wafopt.core.errors import (
 from wafopt.core.files import read_bytes, read_mapping
 from wafopt.core.numeric import at_most, close, finite, relative_gap
 from wafopt.core.result import CERTIFICATE, SOLVER
-from wafopt.core.solution import Solution, read_solution
+from wafopt.core.solution import Solution, locate_instance, read_solution
 from wafopt.planner import certificate as plan_certificate
 from wafopt.problems import Loaded, evaluate, parse_instance
 from wafopt.problems.mem_pair import certificate as mem_pair_certificate
@@ -150,19 +149,6 @@ def _non_finite(data, path: str = "") -> str | None:
     return None
 
 
-def _locate(given: str, solution_path: str, explicit: bool) -> Path:
-    """The instance file: as given (relative to the working directory); a path stored in the
-    solution may also be relative to the repository the solution sits in (<repo>/solutions/)."""
-    path = Path(given)
-    if explicit or path.is_absolute() or path.exists():
-        return path
-    solution_dir = Path(solution_path).resolve().parent
-    for base in (solution_dir.parent, solution_dir):
-        if (base / path).exists():
-            return base / path
-    return path
-
-
 def _instance(sol: Solution, solution_path: str, instance_path: str | None,
               lines: list[str]) -> tuple[Loaded, list[str]]:
     if not sol.instance_sha256:
@@ -172,7 +158,7 @@ def _instance(sol: Solution, solution_path: str, instance_path: str | None,
     given = instance_path if instance_path is not None else sol.instance
     if given is None:
         raise InstanceError("the solution names no instance: pass --instance", solution_path)
-    path = _locate(given, solution_path, instance_path is not None)
+    path = locate_instance(given, solution_path, instance_path is not None)
     lines.append(f"instance {given} ({path.resolve()})")
     data, digest = read_mapping(path)
     invalid = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from wafopt.core.errors import InstanceError, PlanError
 from wafopt.core.files import read_mapping
+from wafopt.core.solution import locate_instance
 from wafopt.costmodel.plan import plan_tasks
 from wafopt.hardware.cluster import require_mesh
 from wafopt.problems import evaluate, load
@@ -22,7 +23,7 @@ def simulate_solution(solution: str, instance: str | None = None, contention: bo
     where = instance or data.get("instance")
     if not isinstance(where, str):
         raise InstanceError("names no instance: pass --instance SCENARIO.yaml", solution)
-    loaded = load(where)
+    loaded = load(locate_instance(where, solution, explicit=instance is not None))
     if loaded.problem != "plan":
         raise InstanceError(f"is a {loaded.problem} instance, simulate needs a plan scenario", where)
     require_mesh(loaded.instance.wafer, "simulate", where)
