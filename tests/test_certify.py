@@ -417,4 +417,5 @@ def test_a_solution_read_from_elsewhere_says_how_to_name_its_instance(tmp_path, 
     for command in (["certify", path], ["show", path]):
         assert main(command) == 2
         assert "pass --instance" in capsys.readouterr().err
-    assert main(["certify", path, "--instance", str(ROOT / "instances/placement/pl-sparse-12.yaml")]) == 0
+    for command in ("certify", "show"):
+        assert main([command, path, "--instance", str(ROOT / "instances/placement/pl-sparse-12.yaml")]) == 0

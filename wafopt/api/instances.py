@@ -56,6 +56,7 @@ def export(instance: str | Path, model: str, fmt: str | None = None, problem: st
     return target.written
 
 
-def show(target: str, problem: str | None = None, png: str | None = None) -> dict:
-    """What an instance or a solution holds (see `wafopt show`); `png` also draws it there."""
-    return show_target(target, problem, png)
+def show(target: str, problem: str | None = None, png: str | None = None, instance: str | None = None) -> dict:
+    """What an instance or a solution holds (see `wafopt show`); `png` also draws it there;
+    `instance`: the one a solution solves, where the path it names does not lead there."""
+    return show_target(target, problem, png, instance)

@@ -18,12 +18,13 @@ class Show(Command):
     def add_arguments(self, p):
         p.add_argument("target", metavar="INSTANCE|SOLUTION")
         p.add_argument("--problem", help="show this sub-problem of a scenario")
+        p.add_argument("--instance", metavar="INSTANCE", help="the instance a solution solves (default: the one it names)")
         p.add_argument("--json", action="store_true")
         p.add_argument("--plot", "--png", dest="png", metavar="PNG", help="draw the instance, or the solution's plan "
                        "(mesh and link loads, recompute memory bars, GA convergence)")
 
     def run(self, args):
-        info = api.show(args.target, args.problem, args.png)
+        info = api.show(args.target, args.problem, args.png, args.instance)
         print(json.dumps(info, indent=1) if args.json else render_text(info))
         if args.png:
             stderr(f"wrote {args.png}")

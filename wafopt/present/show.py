@@ -14,11 +14,11 @@ from wafopt.problems import load
 from wafopt.run.methods import methods
 
 
-def show(target: str, problem: str | None = None, png: str | None = None) -> dict:
+def show(target: str, problem: str | None = None, png: str | None = None, instance: str | None = None) -> dict:
     plan = None
     if is_solution_file(target):
         sol = read_solution(target)
-        loaded = load(locate_instance(sol.instance, target))
+        loaded = load(locate_instance(instance or sol.instance, target, explicit=instance is not None))
         if sol.derived_from or loaded.problem != sol.problem:
             loaded = derive(loaded, sol.problem)
         plan = sol.plan
