@@ -846,3 +846,17 @@ def test_omega_survival_keeps_the_elites_and_fills_by_tournament():
     assert keep[:2] == [6, 1] and len(set(keep)) == 4 and keep == omega_survivors(F, 4, 0.5, rng(2))
     assert omega_survivors(F, 4, 0.0, rng(2))[0] == 6   # at least one elite
     assert sorted(omega_survivors(F, 8, 0.25, rng(2))) == list(range(8))
+
+
+def test_candidates_text_counts_the_layouts_it_does_not_show_by_their_own_status():
+    from wafopt.present.planner import candidates_text
+
+    rows = ([{"layout": f"tp{t}", "bound": 1.0 + t, "objective": 2.0 + t, "status": "solved", "note": ""}
+             for t in range(3)]
+            + [{"layout": f"pp{p}", "bound": 9.0 + p, "objective": None, "status": "pruned", "note": ""}
+               for p in range(5)]
+            + [{"layout": "big", "bound": None, "objective": None, "status": "infeasible",
+                "note": "model state over DRAM"}])
+    text = candidates_text({"candidates": rows, "counts": {"solved": 30, "pruned": 50, "infeasible": 70}}, limit=4)
+    assert "... 4 more layouts (4 pruned)" in text
+    assert "infeasible: 1 x" in text

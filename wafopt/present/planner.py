@@ -26,9 +26,12 @@ def candidates_text(stats: dict, limit: int = 12) -> str:
              "  ".join(h.ljust(w) for h, w in zip(heads, widths)),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.ljust(w) for v, w in zip(c, widths)) for c in cells]
-    rest = len([r for r in rows if r["status"] != "infeasible"]) - len(shown)
-    if rest > 0:
-        lines.append(f"... {rest} more layouts ({', '.join(f'{n} {s}' for s, n in stats.get('counts', {}).items())})")
+    rest = [r for r in rows if r["status"] != "infeasible"][len(shown):]
+    if rest:
+        by_status: dict[str, int] = {}
+        for r in rest:
+            by_status[r["status"]] = by_status.get(r["status"], 0) + 1
+        lines.append(f"... {len(rest)} more layouts ({', '.join(f'{n} {s}' for s, n in by_status.items())})")
     reasons: dict[str, int] = {}
     for r in rows:
         if r["status"] == "infeasible":
