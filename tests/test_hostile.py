@@ -456,6 +456,7 @@ SCENARIO = {"problem": "plan", "wafer": "watos-config3", "model": "gpt3-6.7b",
     ({"training": {"seq": 2048.5, "micro_batch": 1, "global_batch": 64}}, "training.seq: must be an integer, got 2048.5"),
     ({"parallel": {"tp": 5000, "pp": 1}}, "parallel.tp: must be <= 4,096 (limit), got 5000"),
     ({"parallel": {"tp": 4, "pp": 4, "dp": 1, "ep": 2}}, "parallel.ep: unknown key 'ep'"),
+    ({"training": {"seq": 2048, "micro_batch": 1, "globl_batch": 64}}, "training.globl_batch: unknown key 'globl_batch'"),
     ({"wafer": 5}, "wafer: must be a string or a mapping, got 5"),
 ])
 def test_scenario_limits_name_the_field(change, shown):

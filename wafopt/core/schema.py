@@ -90,8 +90,10 @@ class Spec(BaseModel):
                     "unknown_key", "unknown key {key} (allowed: {allowed})",
                     {"key": excerpt(unknown[0]), "field": unknown[0],
                      "allowed": ", ".join(sorted(cls.allowed_keys(data)))})
-                if not (cls.keys_after_fields and info.context is not None):
-                    raise error
+                missing = [name for name, f in cls.model_fields.items()
+                           if f.is_required() and (f.alias or name) not in data]
+                if missing or not (cls.keys_after_fields and info.context is not None):
+                    raise error   # now: beside a missing required field the unknown key is likely its typo
                 info.context["unknown_key"] = error  # Record._build raises it once the fields pass
                 data = {key: value for key, value in data.items() if key in allowed}
             if cls.null_is_missing:
