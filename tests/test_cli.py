@@ -130,8 +130,11 @@ def test_solve_certify_show_round_trip(tmp_path, capsys, monkeypatch):
 def test_evaluate_hand_written_plan(tmp_path, capsys):
     inst = write(tmp_path, SCENARIO.replace("tp: 8, pp: 7", "tp: 1, pp: 2").replace("gpt3-175b", "gpt3-6.7b"))
     plan = write(tmp_path, "tp: 1\npp: 2\ndp: 1\npipelines: [[[[0, 0]], [[0, 0]]]]\n", "plan.yaml")
-    assert main(["evaluate", inst, plan]) == 3
+    assert main(["evaluate", inst, plan]) == 3   # a plan that breaks a rule: infeasible
     assert "die [0, 0] is used twice" in capsys.readouterr().out
+    typo = write(tmp_path, "tp: 1\npp: 2\ndp: 1\npipeline: [[[[0, 0]], [[0, 1]]]]\n", "typo.yaml")
+    assert main(["evaluate", inst, typo]) == 2   # a plan that cannot be read: bad input
+    assert "pipeline" in capsys.readouterr().err
 
 
 def test_python_dash_m_works():

@@ -217,6 +217,8 @@ class Evaluate(Command):
     def run(self, args):
         loaded = api.load(args.instance, args.problem)
         ev = api.evaluate(loaded, api.read_plan(args.plan, loaded))
+        if ev.malformed:   # bad input (exit 2), not an infeasible plan
+            raise InstanceError(ev.violations[0], args.plan)
         if args.json:
             print(json.dumps(ev.to_dict(), indent=1))
         else:

@@ -138,10 +138,10 @@ def evaluate(problem: str, instance, plan) -> Evaluation:
     infeasible Evaluation naming what is wrong."""
     problem_module(problem)   # an unknown problem: the one message
     if not isinstance(plan, dict):
-        return Evaluation(None, False, [f"plan must be a mapping, got {type(plan).__name__}"])
+        return Evaluation(None, False, [f"plan must be a mapping, got {type(plan).__name__}"], malformed=True)
     try:
         return EVALUATORS[problem](instance, plan)
     except PlanError as exc:
-        return Evaluation(None, False, [f"malformed plan: {exc}"])
+        return Evaluation(None, False, [f"malformed plan: {exc}"], malformed=True)
     except (TypeError, KeyError, IndexError, ValueError, OverflowError) as exc:  # unexpected structure
-        return Evaluation(None, False, [f"malformed plan: {type(exc).__name__}: {exc}"])
+        return Evaluation(None, False, [f"malformed plan: {type(exc).__name__}: {exc}"], malformed=True)

@@ -17,6 +17,7 @@ class Evaluation:
     feasible: bool
     violations: list[str] = field(default_factory=list)
     details: dict = field(default_factory=dict)  # problem-specific figures (JSON-serializable)
+    malformed: bool = False   # the plan could not be read at all (bad input, not an infeasible plan)
 
     def __post_init__(self):
         # valid input gives a finite objective; an overflow or NaN is never a plan to report
