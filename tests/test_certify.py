@@ -419,3 +419,10 @@ def test_a_solution_read_from_elsewhere_says_how_to_name_its_instance(tmp_path, 
         assert "pass --instance" in capsys.readouterr().err
     for command in ("certify", "show"):
         assert main([command, path, "--instance", str(ROOT / "instances/placement/pl-sparse-12.yaml")]) == 0
+
+
+def test_validate_names_a_solution_file_for_what_it_is(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    path = solved(tmp_path, "instances/placement/pl-sparse-12.yaml", "serpentine")
+    assert main(["validate", path]) == 2
+    assert "this is a solution, not an instance" in capsys.readouterr().out

@@ -15,7 +15,7 @@ from wafopt.core.files import display_path, read_mapping
 from wafopt.core.numeric import finite
 from wafopt.core.registry import load_libraries
 from wafopt.core.result import Bound, Status
-from wafopt.core.solution import Solution, read_solution
+from wafopt.core.solution import Solution, is_solution_file, read_solution
 from wafopt.problems import Evaluation, Loaded, parse_instance
 from wafopt.problems import evaluate as evaluate_plan
 from wafopt.problems import load as load_file
@@ -176,6 +176,8 @@ def validate(paths: Iterable[str | Path]) -> Iterator[tuple[str, Instance | None
     """For each file as it is read: (path, instance, None) if it loads, else (path, None, error)."""
     for path in paths:
         try:
+            if is_solution_file(path):
+                raise InstanceError("this is a solution, not an instance: check it with wafopt certify", str(path))
             yield str(path), load_file(path), None
         except InstanceError as exc:
             yield str(path), None, exc

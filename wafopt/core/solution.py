@@ -121,8 +121,8 @@ def is_solution_file(path: str | Path) -> bool:
     p = Path(path)
     if p.suffix != ".json":
         return False
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError):
+    try:   # within the file limits: a hostile file is refused where it is read as what it is
+        data = parse_text(read_bytes(p), "json", str(p))
+    except InstanceError:
         return False
     return isinstance(data, dict) and "plan" in data and "problem" in data
