@@ -635,3 +635,10 @@ def test_validation_at_the_limits_takes_under_a_second_and_2_gb(tmp_path, name, 
     out = subprocess.run([sys.executable, "-c", MEASURE, str(path)], capture_output=True, text=True, check=True)
     cpu_seconds, peak_bytes = map(float, out.stdout.split())
     assert cpu_seconds < 1.0 and peak_bytes < 2e9, (cpu_seconds, peak_bytes)
+
+
+def test_a_command_that_needs_a_fixed_layout_names_what_parallel_leaves_open(capsys):
+    from wafopt.cli import main
+
+    assert main(["tatp-report", str(ROOT / "instances/findings/temp-gpt3-6.7b-tatp8.yaml")]) == 2   # tp only
+    assert "`parallel:` must give pp as well" in capsys.readouterr().err

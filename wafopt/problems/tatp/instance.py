@@ -47,18 +47,13 @@ def make(mesh: Mesh, group_size: int, groups: int, where: str = "") -> TatpInsta
 
 def from_scenario(scenario) -> TatpInstance:
     """TATP degree N = tp; one ring per TP group of every stage and replica (G = pp * dp)."""
-    par = scenario.parallel
-    if par is None:
-        raise InstanceError("the scenario has no `parallel: {tp, pp, dp}`; the TATP mapping needs the "
-                            "TATP degree tp and the number of groups", "parallel")
+    par = scenario.parallel_of()   # the TATP degree tp and the number of rings pp * dp
     return make(scenario.wafer.mesh(), par.tp, par.pp * par.dp, "parallel")
 
 
 def layer_volumes(scenario) -> dict:
     """Bytes and FLOPs of one TATP round of the up-projection (per die)."""
-    llm, tr, par = scenario.llm, scenario.training, scenario.parallel
-    if par is None:
-        raise InstanceError("the scenario has no `parallel: {tp, pp, dp}`", "parallel")
+    llm, tr, par = scenario.llm, scenario.training, scenario.parallel_of()
     N, G = par.tp, par.pp * par.dp
     tokens = tr.micro_batch * tr.seq
     elem = tr.activation_bytes
