@@ -396,3 +396,17 @@ def test_pipeline_sends_raise_the_plan_bound_by_their_least_time():
     plan = solve(loaded, "megatron").plan
     ev = evaluate("plan", loaded.instance, dict(plan, interleave=1))
     assert bound.feasible and ev.feasible and at_most(bound.value, ev.objective)
+
+
+def test_workload_takes_recomputation_from_the_scenario_unless_asked(tmp_path):
+    from wafopt.api import workload
+
+    path = tmp_path / "gpu.yaml"
+    path.write_text(json.dumps({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 1},
+                                "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 4, "global_batch": 4,
+                                                               "recompute": "full"},
+                                "parallel": {"tp": 8, "pp": 1}}))
+    forced = workload(path)
+    assert forced["recompute"] == "full" and forced["per_layer"]["recompute_s"] > 0
+    asked = workload(path, recompute="none")
+    assert asked["recompute"] == "none" and asked["per_layer"]["recompute_s"] == 0

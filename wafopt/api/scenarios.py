@@ -42,11 +42,13 @@ def scenario(path: str | Path) -> Instance:
 
 
 def workload(path: str | Path, tp: int | None = None, pp: int | None = None, dp: int | None = None,
-             micro_batch: int | None = None, sequence_parallel: bool = False, recompute: str = "none",
+             micro_batch: int | None = None, sequence_parallel: bool = False, recompute: str | None = None,
              tp_scheme: str | None = None) -> dict:
     """The per-operator cost table of a scenario's layout (by default its `parallel:`, with its
-    tp_scheme, else Megatron's; degrees left out are 1): per operator, per layer and per stage."""
+    tp_scheme, else Megatron's; degrees left out are 1): per operator, per layer and per stage.
+    Sequence parallelism and recomputation as the scenario's `training` sets them unless given."""
     sc = scenario(path).instance
+    recompute = recompute or sc.training.recompute_policy or "none"
     training = sc.training
     if micro_batch is not None or sequence_parallel:
         b = micro_batch if micro_batch is not None else training.micro_batch

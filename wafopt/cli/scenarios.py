@@ -68,7 +68,8 @@ class WorkloadTable(Command):
             p.add_argument(f"--{flag}", type=int, metavar=flag[0].upper(), help=f"{flag} degree")
         p.add_argument("--micro-batch", type=int, metavar="B", help="sequences per micro-batch")
         p.add_argument("--sequence-parallel", action="store_true", help="Megatron sequence parallelism")
-        p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+        p.add_argument("--recompute", choices=("none", "selective", "full"), default=None,
+                       help="default: the scenario's training.recompute, else none")
         p.add_argument("--tp-scheme", choices=("megatron", "tatp"), default=None,
                        help="default: the scenario's parallel.tp_scheme, else megatron")
         p.add_argument("--json", action="store_true")
