@@ -410,3 +410,13 @@ def test_workload_takes_recomputation_from_the_scenario_unless_asked(tmp_path):
     assert forced["recompute"] == "full" and forced["per_layer"]["recompute_s"] > 0
     asked = workload(path, recompute="none")
     assert asked["recompute"] == "none" and asked["per_layer"]["recompute_s"] == 0
+
+
+def test_megatron_says_how_many_gpus_a_fixed_layout_leaves_idle():
+    loaded = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2}, "model": GPT_22B,
+                             "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8},
+                             "parallel": {"tp": 8, "pp": 1}})
+    for method in ("megatron", "mg-wafer"):
+        assert "8 of 16 GPUs idle" in run_method(loaded, method, SolveOptions(quiet=True)).message
+    full = cluster_scenario()   # tp 8, pp 2 on 2 nodes
+    assert "idle" not in run_method(full, "megatron", SolveOptions(quiet=True)).message

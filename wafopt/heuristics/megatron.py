@@ -50,6 +50,14 @@ def _placements(scenario: Scenario):
         yield f"{h}x{w}", plan
 
 
+def _idle_note(scenario: Scenario) -> str:
+    """What the fixed layout leaves unused, if anything (a cluster's GPUs, a wafer's healthy dies)."""
+    unit = "GPUs" if scenario.wafer.system == "cluster" else "healthy dies"
+    total = len(scenario.mesh().healthy_dies)
+    idle = total - scenario.parallel.dies
+    return f"; {idle} of {total} {unit} idle (tp x pp x dp = {scenario.parallel.dies})" if idle > 0 else ""
+
+
 def _recompute(scenario: Scenario, choice: Choice):
     """The recompute rows: forced, none, selective where it fits, else full."""
     training = scenario.training
@@ -112,7 +120,7 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     chosen = f"interleave {v} (fastest of {', '.join(map(str, recompute))})" if several else f"interleave {v}"
     return MethodResult(best, "feasible", None, "heuristic",
                         f"sequence parallelism {'on' if sp else 'off'}, {recompute[v][1]}, {chosen}; "
-                        f"tried: {'; '.join(tried)}")
+                        f"tried: {'; '.join(tried)}{_idle_note(scenario)}")
 
 
 def solve_mg_wafer(scenario: Scenario, options: SolveOptions) -> MethodResult:
@@ -144,4 +152,5 @@ def solve_mg_wafer(scenario: Scenario, options: SolveOptions) -> MethodResult:
     note = {"full": "full recomputation", "none": "no recomputation"}.get(policy, f"{policy} recomputation")
     if training.recompute_policy is None and policy == "full":
         note += " (memory forces it)"
-    return MethodResult(best, "feasible", None, "heuristic", f"{note}; tile shapes tried: {'; '.join(tried)}")
+    return MethodResult(best, "feasible", None, "heuristic",
+                        f"{note}; tile shapes tried: {'; '.join(tried)}{_idle_note(scenario)}")
