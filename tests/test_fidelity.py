@@ -408,6 +408,7 @@ def test_workload_takes_recomputation_from_the_scenario_unless_asked(tmp_path):
                                 "parallel": {"tp": 8, "pp": 1}}))
     forced = workload(path)
     assert forced["recompute"] == "full" and forced["per_layer"]["recompute_s"] > 0
+    assert (forced["system"], forced["wafer"]) == ("cluster", "dgx-a100-80g")   # nodes: N is still the preset
     asked = workload(path, recompute="none")
     assert asked["recompute"] == "none" and asked["per_layer"]["recompute_s"] == 0
 

@@ -114,7 +114,7 @@ def workload_report(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int
             "fwd_s": s.fwd_s, "bwd_s": s.bwd_s, "recompute_s": s.recompute_seconds(row),
             "optimizer_s": s.optimizer_s, "tp_bytes_per_layer": s.tp_bytes_per_layer(row)})
     return {
-        "model": llm.name, "wafer": wafer.name,
+        "model": llm.name, "wafer": wafer.name, "system": wafer.system,
         "layout": {"tp": tp, "pp": pp, "dp": dp, "microbatches": work.microbatches, "tp_scheme": scheme},
         "training": {"seq": training.seq, "micro_batch": training.micro_batch,
                      "global_batch": training.global_batch, "attention": training.attention,

@@ -243,11 +243,12 @@ def wafer_presets() -> list[str]:
     return list(_load("wafers.yaml"))
 
 
-def _merged_spec(spec: Any, presets: dict, where: str) -> tuple[dict, str]:
+def _merged_spec(spec: Any, presets: dict, where: str, sizing: tuple[str, ...] = ()) -> tuple[dict, str]:
     """Turn a spec into (full inline mapping, where-path of its fields).
 
     A preset entry is copied and overridden by the other keys of the spec, so one record
-    (LLMSpec, WaferSpec) validates presets, overrides and inline specs alike.
+    (LLMSpec, WaferSpec) validates presets, overrides and inline specs alike. Overriding a key of
+    `sizing` (how many of the machine: a cluster's nodes) keeps the preset's name.
     """
     known = ", ".join(presets)
     if isinstance(spec, str):
@@ -263,7 +264,7 @@ def _merged_spec(spec: Any, presets: dict, where: str) -> tuple[dict, str]:
         raise InstanceError(f"unknown preset {name!r} (known: {known})", f"{where}.preset")
     overrides = {k: v for k, v in spec.items() if k != "preset"}
     base = {"name": name, **copy.deepcopy(presets[name])}
-    if overrides and "name" not in overrides:
+    if set(overrides) - set(sizing) and "name" not in overrides:
         base["name"] = f"{name} (modified)"  # a changed preset must not pass for the original
     base.update(overrides)
     return base, where

@@ -76,5 +76,5 @@ def cluster_presets() -> list[str]:
 
 def resolve_cluster(spec: Any, where: str = "cluster") -> Wafer:
     """Preset name, {preset: NAME, nodes: N, ...} or an inline mapping -> a cluster system."""
-    data, where = _merged_spec(spec, _load("clusters.yaml"), where)
+    data, where = _merged_spec(spec, _load("clusters.yaml"), where, sizing=("nodes",))
     return validate(ClusterSpec, data, where).value

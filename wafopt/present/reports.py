@@ -7,11 +7,13 @@ from __future__ import annotations
 def workload_text(rep: dict) -> str:
     """`wafopt workload`: the report of wafopt.costmodel.report.workload_report as text."""
     lay, tr = rep["layout"], rep["training"]
+    cluster = rep.get("system") == "cluster"
+    device, memory, rings = ("GPU", "HBM", "on NVSwitch") if cluster else ("die", "DRAM", "on 1-hop rings")
     lines = [f"{rep['model']} on {rep['wafer']}: tp={lay['tp']} pp={lay['pp']} dp={lay['dp']} "
              f"({lay['tp_scheme']}), m={lay['microbatches']}, seq={tr['seq']}, micro_batch={tr['micro_batch']}, "
              f"{tr['attention']} attention, SP {'on' if tr['sequence_parallel'] else 'off'}, "
              f"recompute {rep['recompute']}, {tr['state_bytes_per_param']:g} B/param of state",
-             "per die, per micro-batch; seconds are compute rooflines"]
+             f"per {device}, per micro-batch; seconds are compute rooflines"]
     for kind, v in rep["layers"].items():
         lines += ["", f"{kind} layer ({v['count']} of them):",
                   f"  {'operator':18s} {'fwd us':>9s} {'bwd us':>9s} {'rec us':>9s} {'fwd GFLOP':>10s} "
@@ -24,7 +26,7 @@ def workload_text(rep: dict) -> str:
     lines += ["", "per layer (mean): "
               f"fwd {p['fwd_s'] * 1e3:.3f} ms, bwd {p['bwd_s'] * 1e3:.3f} ms, recompute {p['recompute_s'] * 1e3:.3f} ms, "
               f"fwd {p['fwd_flops'] / 1e12:.3f} TFLOP, TP {p['tp_bytes'] / 1e6:.1f} MB sent "
-              f"({p['tp_comm_s'] * 1e3:.3f} ms on 1-hop rings), activations kept {p['activation_bytes'] / 1e6:.1f} MB",
+              f"({p['tp_comm_s'] * 1e3:.3f} ms {rings}), activations kept {p['activation_bytes'] / 1e6:.1f} MB",
               "", f"  {'stage':>5s} {'layers':>6s} {'inflight':>8s} {'state GB':>9s} {'activ. GB':>9s} "
               f"{'transient GB':>12s} {'total GB':>9s} {'fwd ms':>8s} {'bwd ms':>8s} {'rec ms':>8s}"]
     for s in rep["per_stage"]:
@@ -32,7 +34,7 @@ def workload_text(rep: dict) -> str:
                      f"{s['activation_bytes'] / 1e9:9.2f} {s['transient_bytes'] / 1e9:12.3f} "
                      f"{s['memory_bytes'] / 1e9:9.2f} {s['fwd_s'] * 1e3:8.2f} {s['bwd_s'] * 1e3:8.2f} "
                      f"{s['recompute_s'] * 1e3:8.2f}")
-    lines.append(f"  DRAM per die {rep['dram_capacity'] / 1e9:.1f} GB")
+    lines.append(f"  {memory} per {device} {rep['dram_capacity'] / 1e9:.1f} GB")
     return "\n".join(lines)
 
 
