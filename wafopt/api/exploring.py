@@ -40,9 +40,11 @@ def explore(space: str | Path, exhaustive: bool = False, store: str | Path | Non
     `budget`: planner seconds per F2 evaluation; `epsilon`: the model error to prune with (default
     calibrated); `progress(level, info)` as levels advance."""
     loaded = load_space(space)
-    for name, v in (("budget", budget), ("time_limit", time_limit), ("epsilon", epsilon)):
-        if v is not None and not (math.isfinite(v) and (v > 0 or (name == "epsilon" and 0 <= v < 1))):
-            raise InstanceError(f"out of range: {v}", "--" + name.replace("_", "-"))
+    for name, v in (("budget", budget), ("time_limit", time_limit)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise InstanceError(f"must be a positive number of seconds, got {v}", "--" + name.replace("_", "-"))
+    if epsilon is not None and not (math.isfinite(epsilon) and 0 <= epsilon < 1):
+        raise InstanceError(f"must be a model error in [0, 1), got {epsilon}", "--epsilon")
     workers = (os.cpu_count() or 1) if workers is None else workers
     if workers < 0:
         raise InstanceError(f"must be >= 0, got {workers}", "--workers")
