@@ -93,7 +93,7 @@ class Spec(BaseModel):
                 missing = [name for name, f in cls.model_fields.items()
                            if f.is_required() and (f.alias or name) not in data]
                 if missing or not (cls.keys_after_fields and info.context is not None):
-                    raise error   # now: beside a missing required field the unknown key is likely its typo
+                    raise error   # at once beside a missing required field: the unknown key is likely its typo
                 info.context["unknown_key"] = error  # Record._build raises it once the fields pass
                 data = {key: value for key, value in data.items() if key in allowed}
             if cls.null_is_missing:

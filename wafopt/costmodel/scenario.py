@@ -80,10 +80,10 @@ class Scenario:
         """The choice's layout, else the scenario's fixed one."""
         parallel = choice.parallel or self.parallel
         if parallel is None:
-            given = " and ".join(k for k in ("tp", "pp") if getattr(self.fixed, k) is None)
-            raise InstanceError(f"this needs a fixed layout: `parallel:` must give {given} as well "
-                                "(dp and interleave default to 1)" if given != "tp and pp" else
-                                "this needs a fixed layout: add parallel: {tp, pp, dp}", "parallel")
+            missing = [k for k in ("tp", "pp") if getattr(self.fixed, k) is None]
+            ask = ("add parallel: {tp, pp, dp}" if len(missing) == 2 else
+                   f"`parallel:` must give {missing[0]} as well (dp and interleave default to 1)")
+            raise InstanceError(f"this needs a fixed layout: {ask}", "parallel")
         return parallel
 
     def training_for(self, choice: Choice = Choice()):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from wafopt.present.tables import number
 
 INFEASIBLE_REASONS = (("model state", "model state over a die's DRAM"),
@@ -26,12 +28,9 @@ def candidates_text(stats: dict, limit: int = 12) -> str:
              "  ".join(h.ljust(w) for h, w in zip(heads, widths)),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.ljust(w) for v, w in zip(c, widths)) for c in cells]
-    rest = [r for r in rows if r["status"] != "infeasible"][len(shown):]
+    rest = Counter(r["status"] for r in rows if r["status"] != "infeasible") - Counter(r["status"] for r in shown)
     if rest:
-        by_status: dict[str, int] = {}
-        for r in rest:
-            by_status[r["status"]] = by_status.get(r["status"], 0) + 1
-        lines.append(f"... {len(rest)} more layouts ({', '.join(f'{n} {s}' for s, n in by_status.items())})")
+        lines.append(f"... {rest.total()} more layouts ({', '.join(f'{n} {s}' for s, n in rest.items())})")
     reasons: dict[str, int] = {}
     for r in rows:
         if r["status"] == "infeasible":
