@@ -382,8 +382,8 @@ def _entry_bound(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, K: float, e
     return value
 
 
-def bound_at_point(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, point: np.ndarray | None, spec: Spectral,
-           digits: int = POINT_DIGITS) -> tuple[Fraction, dict, np.ndarray | None]:
+def bound_at_point(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, point: np.ndarray | None,
+                   spec: Spectral, digits: int = POINT_DIGITS) -> tuple[Fraction, dict, np.ndarray | None]:
     """What a certificate entry proves for Frank-Wolfe's `point` (qpb_search): the exact t-bound at
     the point as stored, its entry {theta, point} and the stored point; without a point, PB with
     the default dual (as the checker takes it) and an empty entry."""
