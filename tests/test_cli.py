@@ -214,3 +214,11 @@ def test_presets_list_every_preset_with_its_numbers_and_source(capsys):
     assert "watos-config3" in text and "llama3-70b" in text and "dgx-a100-80g" in text
     assert "64/8" in text   # Llama3-70B's heads / KV heads
     assert "WATOS Table II, Config 3" in text   # the source
+
+
+def test_show_prints_an_interleaved_scenario_whose_stages_hold_fractional_micro_batches(tmp_path, capsys):
+    inst = write(tmp_path, "problem: plan\nwafer: watos-config3\nmodel: {preset: gpt3-6.7b}\n"
+                           "training: {seq: 2048, micro_batch: 1, global_batch: 64}\n"
+                           "parallel: {tp: 4, pp: 4, dp: 1, interleave: 2}\n")
+    assert main(["show", inst]) == 0
+    assert "inflight" in capsys.readouterr().out

@@ -30,7 +30,7 @@ def workload_text(rep: dict) -> str:
               "", f"  {'stage':>5s} {'layers':>6s} {'inflight':>8s} {'state GB':>9s} {'activ. GB':>9s} "
               f"{'transient GB':>12s} {'total GB':>9s} {'fwd ms':>8s} {'bwd ms':>8s} {'rec ms':>8s}"]
     for s in rep["per_stage"]:
-        lines.append(f"  {s['stage']:5d} {s['layers']:6d} {s['inflight']:8d} {s['state_bytes'] / 1e9:9.2f} "
+        lines.append(f"  {s['stage']:5d} {s['layers']:6d} {s['inflight']:8g} {s['state_bytes'] / 1e9:9.2f} "
                      f"{s['activation_bytes'] / 1e9:9.2f} {s['transient_bytes'] / 1e9:12.3f} "
                      f"{s['memory_bytes'] / 1e9:9.2f} {s['fwd_s'] * 1e3:8.2f} {s['bwd_s'] * 1e3:8.2f} "
                      f"{s['recompute_s'] * 1e3:8.2f}")

@@ -86,7 +86,7 @@ def _workload_table(workload: dict) -> str:
              f"{workload['model_flops_per_iteration']:.4g}",
              "  stage  layers  inflight  params (B)  state (GB)  activations (GB)  fwd (ms)  bwd (ms)"]
     for s in workload["stages"]:
-        lines.append(f"  {s['index']:5d}  {s['layers']:6d}  {s['inflight']:8d}  {s['params'] / 1e9:10.3f}  "
+        lines.append(f"  {s['index']:5d}  {s['layers']:6d}  {s['inflight']:8g}  {s['params'] / 1e9:10.3f}  "
                      f"{s['state_bytes'] / 1e9:10.2f}  {s['activation_bytes'] / 1e9:16.4f}  "
                      f"{s['fwd_s'] * 1e3:8.2f}  {s['bwd_s'] * 1e3:8.2f}")
     lines.append("  operator units of stage 0 (bytes, recompute time):")
