@@ -227,10 +227,14 @@ def test_tampered_certificates_do_not_prove_their_bound(open_frontier):
 
     raised = copy.deepcopy(good)          # a claimed bound raised above what the leaves prove
     raised["tiles"]["1x1"]["bound"] = claimed + 50
-    assert check_bnb_frontier(inst, raised) < claimed + 50 - TOL
+    with pytest.raises(CertificateError, match="above what its tree proves"):
+        check_bnb_frontier(inst, raised)
 
     pruned = copy.deepcopy(good)          # the tree cut to the root: only the root bound is proven
     pruned["tiles"]["1x1"]["tree"] = encode_tree([inst.stages])
+    with pytest.raises(CertificateError, match="above what its tree proves"):
+        check_bnb_frontier(inst, pruned)
+    pruned["tiles"]["1x1"]["bound"] = -1e9   # stated as what it proves, it proves less than the tree
     assert check_bnb_frontier(inst, pruned) < claimed
 
     cut = copy.deepcopy(good)             # a truncated tree does not cover the assignments

@@ -259,7 +259,35 @@ def test_raised_gilmore_lawler_bound_does_not_re_derive(tmp_path, at_root):
     edit(path, lambda d: d.update(bound=112.0, gap=relative_gap(d["objective"], 112.0),
                                   certificate={"tiles": {"1x1": 112.0}}))
     report = certify(path)
-    assert report.verdict == INVALID and "proves 111" in report.invalid[0]
+    assert report.verdict == INVALID and "re-derives as 111" in report.invalid[0]
+
+
+@pytest.mark.parametrize("tiles", [{"1x1": 5000.0}, {"1x1": "abc"}, {"1x1": 111.0, "2x2": 1.0}, []])
+def test_tampered_gilmore_lawler_tile_values_are_invalid(tmp_path, at_root, tiles):
+    path = solved(tmp_path, "instances/placement/pl-sparse-12.yaml", "glb")
+    assert certify(path).certified
+    report = certify(edit(path, lambda d: d.update(certificate={"tiles": tiles})))
+    assert report.verdict == INVALID and "gilmore-lawler" in report.invalid[0]
+
+
+@pytest.mark.parametrize("excess", [2.89e-4, 1e-9])
+def test_a_certified_bound_a_hair_above_the_objective_is_invalid(tmp_path, at_root, excess):
+    # within the shared relative tolerance of the objective 578, yet above it and above what the
+    # tree proves: a proven integer bound admits nothing above itself
+    report = certify(tampered(tmp_path, "nug12.bnb.json", bound=578.0 + excess, gap=0.0))
+    assert report.verdict == INVALID
+    assert any("above the solution's own objective" in r for r in report.invalid)
+    assert any("certificate proves 578" in r for r in report.invalid)
+
+
+@pytest.mark.parametrize("delta", [0.5, 1.0, 5000.0])
+def test_a_raised_tile_bound_in_a_bnb_tree_is_invalid(tmp_path, at_root, delta):
+    def raise_tile(d):
+        tile = next(iter(d["certificate"]["tiles"].values()))
+        tile["bound"] += delta
+
+    report = certify(edit(tampered(tmp_path, "nug12.bnb.json"), raise_tile))
+    assert report.verdict == INVALID and "above what its tree proves" in report.invalid[0]
 
 
 def test_unknown_certificate_data_never_tracebacks():

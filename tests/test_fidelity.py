@@ -13,6 +13,7 @@ import pytest
 
 from wafopt.api import SolveOptions
 from wafopt.api import run as run_method
+from wafopt.core.errors import InstanceError
 from wafopt.core.numeric import close
 from wafopt.costmodel.plan import plan_tasks
 from wafopt.costmodel.schedule import interleaved_iteration
@@ -421,3 +422,61 @@ def test_megatron_says_how_many_gpus_a_fixed_layout_leaves_idle():
         assert "8 of 16 GPUs idle" in run_method(loaded, method, SolveOptions(quiet=True)).message
     full = cluster_scenario()   # tp 8, pp 2 on 2 nodes
     assert "idle" not in run_method(full, "megatron", SolveOptions(quiet=True)).message
+
+
+@pytest.mark.parametrize("parallel,field,message", [
+    ({"tp": 8, "pp": 1, "tp_scheme": "tatp"}, "parallel.tp_scheme", "tp_scheme tatp"),
+    ({"tp_scheme": "tatp"}, "parallel.tp_scheme", "tp_scheme tatp"),
+    ({"tp": 16, "pp": 1}, "parallel.tp", "tp 16 exceeds the 8 GPUs of a node"),
+])
+def test_a_cluster_refuses_tp_groups_it_cannot_run(parallel, field, message):
+    data = {"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2}, "model": GPT_22B,
+            "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8}, "parallel": parallel}
+    with pytest.raises(InstanceError) as err:
+        parse_instance(data)
+    assert f"{field}: {message}" in str(err.value)
+
+
+def test_the_evaluator_rejects_a_cross_node_tp_group_on_a_cluster():
+    scenario = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2},
+                               "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8},
+                               "parallel": {"tp": 8, "pp": 1}}).instance
+    plan = {"tp": 16, "pp": 1, "dp": 1, "pipelines": [[[[n, g] for n in range(2) for g in range(8)]]]}
+    ev = evaluate("plan", scenario, plan)
+    assert not ev.feasible and any("8 GPUs of a node" in v for v in ev.violations)
+
+
+@pytest.mark.parametrize("method,parallel,message", [
+    ("plan", {"tp": 8, "pp": 1}, "plan does not apply to a cluster scenario"),
+    ("gcmr", {"tp": 8, "pp": 1}, "gcmr does not apply to a cluster scenario"),
+    ("uniform", None, "uniform does not apply to a cluster scenario"),
+    ("megatron", None, "megatron needs a fixed layout"),
+    ("mg-wafer", {"tp": 8}, "mg-wafer needs a fixed layout: `parallel:` must give pp as well"),
+])
+def test_a_method_a_cluster_scenario_cannot_run_exits_2(method, parallel, message, tmp_path, capsys):
+    from wafopt.cli import main
+
+    path = tmp_path / "gpu.yaml"
+    path.write_text(json.dumps({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 1},
+                                "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 4, "global_batch": 4},
+                                **({"parallel": parallel} if parallel else {})}))
+    out = tmp_path / "out.json"
+    assert main(["solve", str(path), "--method", method, "--quiet", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and not out.exists()
+
+
+def test_megatron_tries_every_micro_batch_size_the_scenario_allows():
+    def megatron(micro_batch):
+        loaded = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2},
+                                 "model": GPT_22B, "training": {"seq": 2048, "micro_batch": micro_batch,
+                                                                "global_batch": 16},
+                                 "parallel": {"tp": 8, "pp": 1, "dp": 2}})
+        return run_method(loaded, "megatron", SolveOptions(quiet=True))
+
+    alone = {b: megatron(b).objective for b in (1, 2, 4)}
+    chosen = megatron([1, 2, 4])
+    best = min(alone, key=alone.get)
+    assert best != 1            # without a pipeline bubble, larger GEMMs win: the least size is not it
+    assert chosen.plan["micro_batch"] == best and close(chosen.objective, alone[best])
+    assert f"micro-batch {best} (fastest of 1, 2, 4)" in chosen.message

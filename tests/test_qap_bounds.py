@@ -147,6 +147,11 @@ def test_certify_rejects_a_perturbed_point_and_theta(nug12_solutions):
         numbers[index] = (1 - numbers[index] if key == "theta" else numbers[index] + 1e-3) if value is None else value
         with pytest.raises(CertificateError, match=error):
             check(inst, "qpb", bad)
+    for huge in (1e300, -1.0, 1.5):   # a Frank-Wolfe point mixes permutations: entries in [0, 1]
+        bad = copy.deepcopy(good)
+        bad["tiles"]["1x1"]["point"][3] = huge
+        with pytest.raises(CertificateError, match=r"\[0, 1\]"):
+            check(inst, "qpb", bad)
     bad = copy.deepcopy(good)
     bad["tiles"]["1x1"]["point"] = bad["tiles"]["1x1"]["point"][:-1]
     with pytest.raises(CertificateError):

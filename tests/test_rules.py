@@ -146,3 +146,33 @@ def test_the_planner_keeps_a_scenarios_fixed_tp_scheme():
     result = solve(loaded, "plan", seed=0, time_limit=60)
     assert result.plan is not None and result.plan.get("tp_scheme") in ("tatp", ["tatp"])
     assert evaluate("plan", loaded.instance, result.plan).feasible
+
+
+def test_sequence_parallelism_needs_a_sequence_that_splits_over_tp(tmp_path):
+    # Korthikanti et al. 2022, Sec. 4.2.2: the sequence dimension is split over the tp group
+    base = {"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 1},
+            "model": {"layers": 4, "hidden": 1024, "heads": 16, "ffn_hidden": 4096, "vocab": 32000},
+            "training": {"seq": 2047, "micro_batch": 1, "global_batch": 8}, "parallel": {"tp": 8, "pp": 1}}
+    forced = copy.deepcopy(base)
+    forced["training"]["sequence_parallel"] = True
+    with pytest.raises(Exception, match="training.sequence_parallel: sequence parallelism splits the 2047-token"):
+        parse_instance(forced)
+    from wafopt.api import solve
+    loaded = parse_instance(base)
+    scenario = loaded.instance
+    result = solve(loaded, "megatron")             # Megatron-LM leaves it off where it cannot split
+    assert result.plan["sequence_parallel"] is False and result.status == "feasible"
+    ev = evaluate("plan", scenario, dict(result.plan, sequence_parallel=True))
+    assert not ev.feasible and any("multiple of tp" in v for v in ev.violations)
+    divisible = copy.deepcopy(base)
+    divisible["training"]["seq"] = 2048
+    assert solve(parse_instance(divisible), "megatron").plan["sequence_parallel"] is True
+
+
+def test_the_planner_never_picks_a_tp_that_forced_sequence_parallelism_cannot_split():
+    scenario = parse_instance({**TINY, "model": {"layers": 3, "hidden": 48, "heads": 6, "ffn_hidden": 96,
+                                                 "vocab": 500},
+                               "training": {"seq": 63, "micro_batch": 1, "global_batch": 6,
+                                            "sequence_parallel": True}}).instance
+    tps = {choice.parallel.tp for choice in layout_choices(scenario)}
+    assert tps and all(63 % tp == 0 for tp in tps)

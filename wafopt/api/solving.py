@@ -131,7 +131,7 @@ def solve(instance: Instance | str | Path | Mapping, method: str, *, problem: st
     workers, scheduler: where the planner composes layouts (local processes, or a Dask cluster);
     solver: the MILP solver of the pyomo models; elite_share: the planner GA's elitism."""
     inst = as_instance(instance, problem)
-    method_function(inst.problem, method)  # an unknown method fails before any work
+    prepare_method(inst, method)
     opts = options(time_limit, seed, warm_start, quiet, verbose, workers, solver, elite_share, scheduler)
     if opts.warm_start is not None:
         check_warm_start(inst, opts.warm_start)
@@ -150,8 +150,13 @@ def runs_without_limit(method: str, time_limit: float | None) -> bool:
 
 
 def prepare_method(instance: Instance, method: str) -> None:
-    """An unknown method fails before any work; the solver libraries of a known one load now."""
-    load_libraries(method_function(instance.problem, method))
+    """An unknown method, or one that does not apply to the instance (a wafer method on a cluster),
+    fails before any work; the solver libraries of a known one load now."""
+    function = method_function(instance.problem, method)
+    why = not_applicable(instance, method)
+    if why:
+        raise InstanceError(why, "--method")
+    load_libraries(function)
 
 
 def read_warm_start(path: str | Path, instance: Instance) -> dict:

@@ -76,14 +76,14 @@ def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
     if pp > llm.layers:
         raise InstanceError(f"must be <= the {llm.layers} layers of {llm.name}, got {pp}", "pp")
     if tp * pp * dp > wafer.healthy_die_count:
-        raise InstanceError(f"needs {tp * pp * dp} dies, wafer {wafer.name} has "
-                            f"{wafer.healthy_die_count} healthy dies", "tp*pp*dp")
+        raise InstanceError(f"needs {tp * pp * dp} {wafer.device}s, {wafer.system} {wafer.name} has "
+                            f"{wafer.healthy_devices}", "tp*pp*dp")
     per_step = training.micro_batch * dp
     if training.global_batch % per_step:
         raise InstanceError(f"must be a multiple of micro_batch * dp = {per_step}, got "
                             f"{training.global_batch}", "training.global_batch")
     schemes = stage_schemes(schemes, pp)
-    illegal = layout_violation(llm, wafer.parallel_rules, tp, schemes=schemes)
+    illegal = layout_violation(llm, wafer.parallel_rules, tp, schemes=schemes, system=wafer)
     if illegal:
         raise InstanceError(illegal, "tp")
     m = training.global_batch // per_step

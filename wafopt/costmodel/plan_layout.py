@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from wafopt.core.errors import InstanceError, PlanError
 from wafopt.costmodel.layout import stage_schemes
 from wafopt.costmodel.model import LayoutWorkload
-from wafopt.costmodel.rules import layout_violation
+from wafopt.costmodel.rules import layout_violation, sequence_parallel_violation
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 from wafopt.costmodel.stage import FULL, recompute_row
 from wafopt.hardware.mesh import Die, Mesh, as_die
@@ -135,12 +135,12 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
     sequences = scenario.training.global_batch // (picked.micro_batch or scenario.training.micro_batch)
     illegal = layout_violation(scenario.llm, scenario.wafer.parallel_rules, par.tp, par.pp, par.interleave,
                                sequences // par.dp if sequences % par.dp == 0 else None,
-                               schemes=scenario.schemes_of(picked))
+                               schemes=scenario.schemes_of(picked), system=scenario.wafer)
     if illegal:
         return Prepared(layout, None, None, {}, violations + [f"illegal layout: {illegal}"])
     if par.dies > len(mesh.healthy_dies):
-        return Prepared(layout, None, None, {}, [f"tp*pp*dp = {par.dies} exceeds the {len(mesh.healthy_dies)} "
-                                                 "healthy dies"])
+        return Prepared(layout, None, None, {}, [f"tp*pp*dp = {par.dies} exceeds the "
+                                                 f"{scenario.wafer.healthy_devices}"])
     wrong: list[str] = []   # the plan's micro-batch size and layer split
     allowed = scenario.training.micro_batches
     if picked.micro_batch is not None and picked.micro_batch not in allowed:
@@ -156,6 +156,10 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
             and picked.sequence_parallel != training.sequence_parallel):
         wrong.append(f"sequence_parallel {str(picked.sequence_parallel).lower()}: the scenario fixes "
                      f"training.sequence_parallel: {str(training.sequence_parallel).lower()}")
+    sp = training.sequence_parallel if picked.sequence_parallel is None else picked.sequence_parallel
+    why = sequence_parallel_violation(training.seq, par.tp) if sp else None
+    if why:
+        wrong.append(f"illegal layout: {why}")
     if picked.layers is not None and sum(picked.layers) != scenario.llm.layers:
         wrong.append(f"layers {list(picked.layers)} sum to {sum(picked.layers)}, the model has "
                       f"{scenario.llm.layers}")

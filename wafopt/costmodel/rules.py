@@ -13,6 +13,10 @@ docs/workload.md, "Legal layouts".
 - TATP (TEMP Sec. V) splits the sequence and the reduction dimension, not heads: every die holds
   whole tokens of every head and attention streams the other dies' K/V around the ring
   (`wafopt.costmodel.operators`), so any degree up to the hidden size is legal.
+- Sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2) splits the sequence dimension of the
+  layer norms and dropouts over the tp group: the sequence length is a multiple of tp.
+- GPU clusters: a TP group stays inside one node (its NVSwitch domain), and TATP, a ring of wafer
+  dies, does not apply (`system_violation`).
 - `parallel_rules: watos` (a wafer option, on for the WATOS presets): WATOS Alg. 1 iterates TP sizes
   so that "the TP instance consists of an even number of dies"; tp is 1 or even.
 - Interleaved 1F1B (Narayanan et al. 2021, Sec. 2.2.2): with v > 1 virtual stages per device,
@@ -61,11 +65,34 @@ def tp_violation(llm, tp: int, parallel_rules: str = "megatron", scheme: str = "
     return None
 
 
-def legal_schemes(llm, tp: int, parallel_rules: str = "megatron") -> tuple[str, ...]:
-    """The tensor-parallel schemes that can split `llm` over `tp` dies (one suffices without TP)."""
+def sequence_parallel_violation(seq: int, tp: int) -> str | None:
+    """Why sequence parallelism cannot split a `seq`-token sequence over `tp` devices, or None."""
+    if tp > 1 and seq % tp:
+        return (f"sequence parallelism splits the {seq}-token sequence over tp {tp}: the sequence length must be "
+                "a multiple of tp")
+    return None
+
+
+def system_violation(system, tp: int, scheme: str = "megatron") -> str | None:
+    """Why a tp group of `scheme` cannot run on `system`, or None: on a GPU cluster a TP group stays
+    inside one node's NVSwitch domain (Narayanan et al. 2021, Sec. 3.2) and TATP, a ring of
+    neighbouring dies on a wafer mesh, does not apply."""
+    if getattr(system, "system", "wafer") != "cluster" or tp == 1:
+        return None
+    if scheme == "tatp":
+        return "tp_scheme tatp streams around a ring of wafer dies: it does not apply to a cluster (use megatron)"
+    if tp > system.cols:
+        return f"tp {tp} exceeds the {system.cols} GPUs of a node: a tensor-parallel group stays inside one node"
+    return None
+
+
+def legal_schemes(llm, tp: int, parallel_rules: str = "megatron", system=None) -> tuple[str, ...]:
+    """The tensor-parallel schemes that can split `llm` over `tp` dies (one suffices without TP);
+    with `system`, only those that run on it."""
     if tp == 1:
         return ("megatron",)
-    return tuple(s for s in ("megatron", "tatp") if tp_violation(llm, tp, parallel_rules, s) is None)
+    return tuple(s for s in ("megatron", "tatp") if tp_violation(llm, tp, parallel_rules, s) is None
+                 and system_violation(system, tp, s) is None)
 
 
 def interleave_violation(llm, pp: int, interleave: int, microbatches: int | None = None) -> str | None:
@@ -91,10 +118,10 @@ def legal_interleaves(llm, pp: int, microbatches: int | None, fixed: int | None 
 
 
 def layout_violation(llm, parallel_rules: str, tp: int, pp: int = 1, interleave: int = 1,
-                     microbatches: int | None = None, schemes=("megatron",)) -> str | None:
-    """The first rule a layout breaks with these tensor-parallel schemes, or None."""
+                     microbatches: int | None = None, schemes=("megatron",), system=None) -> str | None:
+    """The first rule a layout breaks with these tensor-parallel schemes (on `system`, if given), or None."""
     for scheme in dict.fromkeys(schemes):
-        why = tp_violation(llm, tp, parallel_rules, scheme)
+        why = system_violation(system, tp, scheme) or tp_violation(llm, tp, parallel_rules, scheme)
         if why:
             return why if scheme == "megatron" else f"{why} ({scheme})"
     return interleave_violation(llm, pp, interleave, microbatches)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.layout import stage_schemes
 from wafopt.costmodel.model import LayoutWorkload, build_workload, stage_workload
-from wafopt.costmodel.rules import legal_schemes
+from wafopt.costmodel.rules import legal_schemes, sequence_parallel_violation
 from wafopt.costmodel.stage import StageWorkload
 
 
@@ -76,14 +76,15 @@ class Scenario:
     def mesh(self):
         return self.wafer.mesh()
 
-    def parallel_of(self, choice: Choice = Choice()) -> Parallel:
-        """The choice's layout, else the scenario's fixed one."""
+    def parallel_of(self, choice: Choice = Choice(), needed_by: str = "this") -> Parallel:
+        """The choice's layout, else the scenario's fixed one (InstanceError naming what `needed_by`
+        lacks when there is neither)."""
         parallel = choice.parallel or self.parallel
         if parallel is None:
             missing = [k for k in ("tp", "pp") if getattr(self.fixed, k) is None]
             ask = ("add parallel: {tp, pp, dp}" if len(missing) == 2 else
                    f"`parallel:` must give {missing[0]} as well (dp and interleave default to 1)")
-            raise InstanceError(f"this needs a fixed layout: {ask}", "parallel")
+            raise InstanceError(f"{needed_by} needs a fixed layout: {ask}", "parallel")
         return parallel
 
     def training_for(self, choice: Choice = Choice()):
@@ -110,8 +111,13 @@ class Scenario:
 
     def tp_schemes(self, tp: int) -> tuple[str, ...]:
         """The tensor-parallel schemes a plan may use over tp dies: legal ones (wafopt.costmodel.rules),
-        the scenario's `tp_scheme` alone where it fixes one."""
-        legal = legal_schemes(self.llm, tp, self.wafer.parallel_rules)
+        the scenario's `tp_scheme` alone where it fixes one; none where forced sequence parallelism
+        cannot split the sequence over tp."""
+        training = self.training
+        if training.sequence_parallel_fixed and training.sequence_parallel and \
+                sequence_parallel_violation(training.seq, tp):
+            return ()
+        legal = legal_schemes(self.llm, tp, self.wafer.parallel_rules, self.wafer)
         if self.fixed.tp_scheme is None or tp == 1:
             return legal
         return tuple(s for s in legal if s == self.fixed.tp_scheme)

@@ -207,6 +207,21 @@ class Wafer:
     def healthy_die_count(self) -> int:
         return self.dies - len(self.faulty_dies)
 
+    @property
+    def device(self) -> str:
+        """What messages call one compute device of this system: a die, or a cluster's GPU."""
+        return "GPU" if self.system == "cluster" else "die"
+
+    @property
+    def memory_name(self) -> str:
+        return "HBM" if self.system == "cluster" else "DRAM"
+
+    @property
+    def healthy_devices(self) -> str:
+        """'N healthy dies' on a wafer, 'N GPUs' on a cluster."""
+        n = self.healthy_die_count
+        return f"{n} GPU{'s' * (n != 1)}" if self.system == "cluster" else f"{n} healthy die{'s' * (n != 1)}"
+
     def mesh(self) -> Mesh:
         return _mesh_of(self)  # one Mesh per wafer: its distances and routes are computed once
 

@@ -6,7 +6,8 @@
   FlashAttention where the scenario enables it, Megatron TP, and interleaved 1F1B (Narayanan
   et al. 2021, Sec. 2.2.2) as `parallel.interleave` fixes it, else when it helps: every legal
   number of virtual stages v (the layers split into pp x v equal chunks, micro-batches a multiple
-  of pp; wafopt.costmodel.rules) is tried and the fastest kept. On a cluster its ranks are
+  of pp; wafopt.costmodel.rules) is tried and the fastest kept, and so is every micro-batch size
+  the scenario allows (`training.micro_batch` as a list). On a cluster its ranks are
   Megatron's order (tp fastest, then dp, then pp); on a wafer each tile shape's serpentine
   placement is tried.
 - `mg-wafer`: WATOS's MG-wafer baseline (WATOS Sec. V-A): every tile shape h x w = tp, stages on
@@ -22,7 +23,7 @@ from dataclasses import replace
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.result import MethodResult
-from wafopt.costmodel.rules import legal_interleaves
+from wafopt.costmodel.rules import legal_interleaves, sequence_parallel_violation
 from wafopt.costmodel.scenario import Choice, Scenario
 from wafopt.problems import evaluate
 from wafopt.problems.plan.layouts import serpentine_plans
@@ -95,37 +96,47 @@ def _best(scenario: Scenario, options: SolveOptions, candidates) -> tuple[dict |
 
 
 def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
-    if scenario.parallel is None:
-        return MethodResult(None, "unknown", message="megatron needs a fixed layout: add parallel: {tp, pp, dp}")
-    par, training = scenario.parallel, scenario.training
-    sp = training.sequence_parallel if training.sequence_parallel_fixed else par.tp > 1
-    microbatches = training.global_batch // (training.micro_batch * par.dp)
-    recompute = {v: _recompute(scenario, Choice(replace(par, interleave=v), sequence_parallel=sp))
-                 for v in legal_interleaves(scenario.llm, par.pp, microbatches, scenario.fixed.interleave)}
-    several = len(recompute) > 1
+    par, training = scenario.parallel_of(needed_by="megatron"), scenario.training
+    sp = training.sequence_parallel if training.sequence_parallel_fixed else \
+        par.tp > 1 and sequence_parallel_violation(training.seq, par.tp) is None
+    sizes = [b for b in training.micro_batches if training.global_batch % (b * par.dp) == 0]
+    # (micro-batch size, virtual stages) -> (recompute rows, what they are): every setting a user would try
+    settings = {(b, v): _recompute(scenario, Choice(replace(par, interleave=v), micro_batch=b, sequence_parallel=sp))
+                for b in sizes
+                for v in legal_interleaves(scenario.llm, par.pp, training.global_batch // (b * par.dp),
+                                           scenario.fixed.interleave)}
+    several_sizes = len(training.micro_batches) > 1
+
+    def label(b: int, v: int, placement: str) -> str:
+        return " ".join(([f"mb{b}"] if len(sizes) > 1 else []) + ([f"v{v}"] if len(settings) > len(sizes) else [])
+                        + [placement])
 
     def candidates():
-        for v, (rows, _) in recompute.items():
-            for label, plan in _placements(scenario):
+        for (b, v), (rows, _) in settings.items():
+            for placement, plan in _placements(scenario):
                 if plan is not None:
                     plan = dict(plan, interleave=v, sequence_parallel=sp, tp_scheme="megatron")
+                    if several_sizes:
+                        plan["micro_batch"] = b
                     if rows is not None:
                         plan["recompute"] = rows
-                yield (f"v{v} {label}" if several else label), plan
+                yield label(b, v, placement), plan
 
     best, tried = _best(scenario, options, candidates())
     if best is None:
         return MethodResult(None, "unknown", message=f"megatron baseline found no plan ({'; '.join(tried)})")
-    v = best["interleave"]
-    chosen = f"interleave {v} (fastest of {', '.join(map(str, recompute))})" if several else f"interleave {v}"
+    b, v = best.get("micro_batch", training.micro_batch), best["interleave"]
+    interleaves = sorted({w for (c, w) in settings if c == b})
+    chosen = f"interleave {v}" + (f" (fastest of {', '.join(map(str, interleaves))})" if len(interleaves) > 1 else "")
+    if several_sizes:
+        chosen = f"micro-batch {b} (fastest of {', '.join(map(str, sizes))}), {chosen}"
     return MethodResult(best, "feasible", None, "heuristic",
-                        f"sequence parallelism {'on' if sp else 'off'}, {recompute[v][1]}, {chosen}; "
+                        f"sequence parallelism {'on' if sp else 'off'}, {settings[b, v][1]}, {chosen}; "
                         f"tried: {'; '.join(tried)}{_idle_note(scenario)}")
 
 
 def solve_mg_wafer(scenario: Scenario, options: SolveOptions) -> MethodResult:
-    if scenario.parallel is None:
-        return MethodResult(None, "unknown", message="mg-wafer needs a fixed layout: add parallel: {tp, pp, dp}")
+    scenario.parallel_of(needed_by="mg-wafer")
     training = scenario.training
     sp = training.sequence_parallel if training.sequence_parallel_fixed else False
     work = scenario.workload(Choice(sequence_parallel=sp))

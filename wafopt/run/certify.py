@@ -31,7 +31,7 @@ from wafopt.core.errors import (
     InstanceError,
 )
 from wafopt.core.files import read_bytes, read_mapping
-from wafopt.core.numeric import at_most, close, finite, relative_gap
+from wafopt.core.numeric import at_most, close, finite, relative_gap, tolerance
 from wafopt.core.result import CERTIFICATE, SOLVER
 from wafopt.core.solution import Solution, locate_instance, read_solution
 from wafopt.planner import certificate as plan_certificate
@@ -227,6 +227,9 @@ def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report) -> l
         for value, what in upper:
             if not at_most(bound, value):
                 invalid.append(f"bound {bound:.10g} is above {what} ({value:.10g})")
+        if provenance == CERTIFICATE and sol.objective is not None and sol.objective < bound <= sol.objective + \
+                tolerance(bound, sol.objective):   # wafopt writes a proven bound at most its objective, exactly
+            invalid.append(f"bound {bound!r} is above the solution's own objective {sol.objective!r}")
         if provenance == CERTIFICATE:
             try:
                 derived = certificate.check(loaded.instance, sol.bound_kind, sol.certificate)
@@ -236,7 +239,7 @@ def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report) -> l
                 invalid.append(f"the {sol.bound_kind or 'unnamed'} certificate is malformed: "
                                f"{type(exc).__name__}: {str(exc)[:120]}")
             else:
-                if not at_most(bound, derived):
+                if bound > derived:   # derived exactly (rounded down): nothing above it is proven
                     invalid.append(f"the {sol.bound_kind} certificate proves {derived:.10g}, "
                                    f"the solution states {bound:.10g}")
                 else:

@@ -107,7 +107,19 @@ def gilmore_lawler_bound(inst: PlacementInstance) -> Bound:
 
 
 def check_gilmore_lawler(inst: PlacementInstance, data: dict) -> float:
-    return float_down(min(gilmore_lawler_tiles(inst).values()))
+    """The bound re-derived from the instance alone; the per-tile values a certificate lists (it
+    need list none) must be exactly the re-derived ones."""
+    tiles = {t: float_down(v) for t, v in gilmore_lawler_tiles(inst).items()}
+    if "tiles" in data:
+        stored = data["tiles"]
+        if not isinstance(stored, dict) or set(stored) != set(tiles):
+            raise CertificateError(f"gilmore-lawler certificate tiles must list exactly the instance's tile shapes "
+                                   f"({', '.join(tiles)})")
+        for name, value in tiles.items():
+            if stored[name] != value or isinstance(stored[name], bool):
+                raise CertificateError(f"gilmore-lawler tiles.{name} states {stored[name]!r:.40}, "
+                                       f"it re-derives as {value!r}")
+    return min(tiles.values())
 
 
 # --- symmetry breaking (shared with the exact models) -----------------------------------------

@@ -373,6 +373,8 @@ def _entry_bound(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, K: float, e
         if not quadratic:
             raise CertificateError(f"{where}: a projected-eigenvalue bound has no point")
         point = np.array(finite_numbers(entry, "point", m * m, f"{where}.")).reshape(m, m)
+        if point.size and not (point.min() >= 0.0 and point.max() <= 1.0):   # a Frank-Wolfe iterate: a
+            raise CertificateError(f"{where}.point entries must lie in [0, 1]")   # mix of permutations
         theta = finite_numbers(entry, "theta", max(m - 2, 0), f"{where}.")
     spec = spectral(A, B, theta)
     if theta is not None:

@@ -53,7 +53,8 @@ def evaluate(scenario: Scenario, plan: dict) -> Evaluation:
             violations.append(f"die {list(d)} offloads {out:.4g} B but keeps only {kept[d]:.4g} B of checkpoints")
     for d, used in sorted(memory.items()):
         if not at_most(used, capacity):
-            violations.append(f"die {list(d)} needs {used / 1e9:.3f} GB, capacity {capacity / 1e9:.3f} GB")
+            violations.append(f"{scenario.wafer.device} {list(d)} needs {used / 1e9:.3f} GB, "
+                              f"capacity {capacity / 1e9:.3f} GB")
     if violations:
         offload_ok = [o for o in layout.offload if o[0] in owner and mesh.is_healthy(o[1]) and o[0] != o[1]]
         layout = replace(layout, offload=tuple(offload_ok))

@@ -16,7 +16,8 @@ import math
 from dataclasses import asdict
 
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.rules import interleave_violation, tp_violation
+from wafopt.core.schema import field_at
+from wafopt.costmodel.rules import interleave_violation, sequence_parallel_violation, system_violation, tp_violation
 from wafopt.costmodel.scenario import Choice, Fixed, Scenario
 
 OBJECTIVE = "1F1B iteration time (s)"
@@ -26,18 +27,27 @@ GB = 1e9
 
 
 def check_rules(llm, wafer, training, fixed: Fixed, where: str) -> None:
-    """A fixed `parallel:` must be a layout its scheme can run (wafopt.costmodel.rules): InstanceError
-    naming the rule and the numbers otherwise."""
-    if fixed.tp is not None:   # a fixed tp is Megatron's unless the scenario fixes tp_scheme: tatp
-        why = tp_violation(llm, fixed.tp, wafer.parallel_rules, fixed.tp_scheme or "megatron")
+    """A fixed `parallel:` (and forced sequence parallelism) must be a layout its scheme can run on
+    the system (wafopt.costmodel.rules): InstanceError naming the rule and the numbers otherwise.
+    `where`: the document's path."""
+    at = lambda key: field_at(where, key)  # noqa: E731
+    scheme = fixed.tp_scheme or "megatron"   # a fixed tp is Megatron's unless the scenario fixes tp_scheme: tatp
+    if fixed.tp is not None:
+        why = system_violation(wafer, fixed.tp, scheme) or tp_violation(llm, fixed.tp, wafer.parallel_rules, scheme)
         if why:
-            raise InstanceError(why, f"{where}.tp")
+            raise InstanceError(why, at("parallel.tp_scheme" if scheme == "tatp" and "tatp" in why else "parallel.tp"))
+    elif scheme == "tatp" and system_violation(wafer, 2, scheme):   # tatp fixed, tp open, on a cluster
+        raise InstanceError(system_violation(wafer, 2, scheme), at("parallel.tp_scheme"))
+    if fixed.tp is not None and training.sequence_parallel_fixed and training.sequence_parallel:
+        why = sequence_parallel_violation(training.seq, fixed.tp)
+        if why:
+            raise InstanceError(why, at("training.sequence_parallel"))
     if fixed.interleave not in (None, 1) and fixed.pp is not None:   # else the planner picks a pp that can
         counts = {training.global_batch // (b * fixed.dp) for b in training.micro_batches
                   if fixed.dp is not None and training.global_batch % (b * fixed.dp) == 0}
         why = interleave_violation(llm, fixed.pp, fixed.interleave, min(counts) if len(counts) == 1 else None)
         if why:
-            raise InstanceError(why, f"{where}.interleave")
+            raise InstanceError(why, at("parallel.interleave"))
 
 
 def check_fits(scenario: Scenario) -> None:
@@ -51,19 +61,19 @@ def check_fits(scenario: Scenario) -> None:
        memory (checkpoints may go to any healthy die, idle ones included, as in the layout bound).
     Both are tested on every contiguous layer split and allowed micro-batch size a plan may choose.
     """
-    mesh = scenario.mesh()
-    healthy = len(mesh.healthy_dies)
-    capacity = scenario.wafer.dram_capacity
+    system = scenario.wafer
+    healthy = system.healthy_die_count
+    capacity = system.dram_capacity
     par = scenario.parallel
     if par is None:
         state = scenario.llm.total_params * scenario.training.state_bytes_per_param
         if state > healthy * capacity:
             raise InstanceError(f"model {scenario.llm.name} needs {state / GB:.1f} GB of model state, more than "
-                                f"the {healthy} healthy dies hold ({healthy * capacity / GB:.1f} GB)", "model")
+                                f"the {system.healthy_devices} hold ({healthy * capacity / GB:.1f} GB)", "model")
         return
     if par.dies > healthy:
-        raise InstanceError(f"tp*pp*dp = {par.tp}*{par.pp}*{par.dp} = {par.dies} dies, but the wafer has only "
-                            f"{healthy} healthy dies", "parallel")
+        raise InstanceError(f"tp*pp*dp = {par.tp}*{par.pp}*{par.dp} = {par.dies} {system.device}s, but the "
+                            f"{system.system} has only {system.healthy_devices}", "parallel")
     shortfall = _even_split_shortfall(scenario)
     if shortfall is not None and not _some_split_fits(scenario):
         raise InstanceError(shortfall, "parallel")
@@ -71,24 +81,24 @@ def check_fits(scenario: Scenario) -> None:
 
 def _even_split_shortfall(scenario: Scenario) -> str | None:
     """Why conditions 1 and 2 fail on the even layer split (default micro-batch size), or None."""
-    par, capacity = scenario.parallel, scenario.wafer.dram_capacity
+    par, system = scenario.parallel, scenario.wafer
+    capacity = system.dram_capacity
     work = scenario.workload()
     for s in work.stages:
         fixed = s.memory_bytes() - s.inflight_bytes()  # not offloadable, least over plans
         if fixed > capacity:
             return (f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
-                    f"recomputation: stage {s.index}'s model state and working memory, which stay on its own dies, "
-                    f"need {fixed / GB:.1f} GB per die, capacity {capacity / GB:.1f} GB (offloading moves only "
+                    f"recomputation: stage {s.index}'s model state and working memory, which stay on its own {system.device}s, "
+                    f"need {fixed / GB:.1f} GB per {system.device}, capacity {capacity / GB:.1f} GB (offloading moves only "
                     f"activation checkpoints)")
     need = sum(s.full_recompute_bytes() for s in work.stages) * par.tp * par.dp
-    healthy = len(scenario.mesh().healthy_dies)
-    have = healthy * capacity
+    have = system.healthy_die_count * capacity
     if need > have:
         worst = max(work.stages, key=lambda s: s.full_recompute_bytes())
         return (f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
-                f"recomputation: it needs {need / GB:.1f} GB, the wafer's {healthy} healthy dies hold "
+                f"recomputation: it needs {need / GB:.1f} GB, the {system.system}'s {system.healthy_devices} hold "
                 f"{have / GB:.1f} GB (stage {worst.index} alone needs {worst.full_recompute_bytes() / GB:.1f} GB "
-                f"per die, capacity {capacity / GB:.1f} GB)")
+                f"per {system.device}, capacity {capacity / GB:.1f} GB)")
     return None
 
 

@@ -75,7 +75,7 @@ class PlanDocument(schema.Document):
         if self.parallel is None and "parallel" in self.model_fields_set:
             raise InstanceError("missing required field", at("parallel"))   # null: not a partial layout
         parallel, fixed = self.parallel.layout() if self.parallel is not None else (None, Fixed())
-        check_rules(llm, wafer, training, fixed, at("parallel"))
+        check_rules(llm, wafer, training, fixed, where)
         scenario = Scenario(wafer, llm, training, parallel, fixed)
         check_fits(scenario)
         return scenario
