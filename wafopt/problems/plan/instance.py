@@ -17,7 +17,12 @@ from dataclasses import asdict
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.schema import field_at
-from wafopt.costmodel.rules import interleave_violation, sequence_parallel_violation, system_violation, tp_violation
+from wafopt.costmodel.rules import (
+    interleave_violation,
+    sequence_parallel_violation,
+    system_violation,
+    tp_violation,
+)
 from wafopt.costmodel.scenario import Choice, Fixed, Scenario
 
 OBJECTIVE = "1F1B iteration time (s)"
