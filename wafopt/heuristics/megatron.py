@@ -3,7 +3,8 @@
 - `megatron`: Megatron-LM as practised today (Korthikanti et al. 2022; Narayanan et al. 2021):
   sequence parallelism (unless the scenario fixes it), selective recomputation, full
   recomputation only where selective does not fit (or what `training.recompute` forces),
-  FlashAttention where the scenario enables it, Megatron TP, and interleaved 1F1B (Narayanan
+  FlashAttention where the scenario enables it, Megatron TP (TATP where the scenario's
+  `parallel.tp_scheme` fixes it), and interleaved 1F1B (Narayanan
   et al. 2021, Sec. 2.2.2) as `parallel.interleave` fixes it, else when it helps: every legal
   number of virtual stages v (the layers split into pp x v equal chunks, micro-batches a multiple
   of pp; wafopt.costmodel.rules) is tried and the fastest kept, and so is every micro-batch size
@@ -13,7 +14,7 @@
 - `mg-wafer`: WATOS's MG-wafer baseline (WATOS Sec. V-A): every tile shape h x w = tp, stages on
   the aligned tiles in serpentine order (WATOS Fig. 11a), no sequence parallelism, no
   recomputation unless memory forces full recomputation of every layer, no offloading; what the
-  scenario's `training` forces (sequence parallelism, a recomputation policy) it follows.
+  scenario forces (sequence parallelism, a recomputation policy, `tp_scheme`) it follows.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
         for (b, v), (rows, _) in settings.items():
             for placement, plan in _placements(scenario):
                 if plan is not None:
-                    plan = dict(plan, interleave=v, sequence_parallel=sp, tp_scheme="megatron")
+                    plan = dict(plan, interleave=v, sequence_parallel=sp, tp_scheme=scenario.fixed.tp_scheme or "megatron")
                     if several_sizes:
                         plan["micro_batch"] = b
                     if rows is not None:
@@ -149,7 +150,7 @@ def solve_mg_wafer(scenario: Scenario, options: SolveOptions) -> MethodResult:
     def candidates():
         for label, plan in _placements(scenario):
             if plan is not None:
-                plan = dict(plan, sequence_parallel=sp, tp_scheme="megatron")
+                plan = dict(plan, sequence_parallel=sp, tp_scheme=scenario.fixed.tp_scheme or "megatron")
                 if rows is not None:
                     plan["recompute"] = rows
             yield label, plan
