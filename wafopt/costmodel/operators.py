@@ -8,6 +8,9 @@ else computes them. Everything is per die and per micro-batch. Formulas and sour
 docs/workload.md.
 
 - FLOPs: Narayanan et al. 2021, Sec. 3 (a multiply-add is 2 FLOPs; backward = 2 x forward).
+- Backward traffic: a GEMM's two gradient products move twice its forward bytes; an element-wise
+  operator's backward is one kernel that reads the output gradient and what its forward saved
+  (input, output or dropout mask) and writes the input gradient.
 - Stored activations: Korthikanti et al. 2022, Sec. 4 (sizes) and Sec. 5 (recomputation).
 - Tensor-parallel collectives: Megatron's f / g operators (Korthikanti Sec. 4.2.2, Fig. 5) and,
   with sequence parallelism, all-gather / reduce-scatter plus the backward re-gather of the
@@ -32,7 +35,7 @@ SOFTMAX_FLOPS = 5       # scale + mask, max, exp, sum, divide
 DROPOUT_FLOPS = 2       # draw the mask (or replay it from the RNG state) and apply it
 RESIDUAL_FLOPS = 3      # dropout (2) + the residual add
 ACTIVATION_FLOPS = {"gelu": 8, "swiglu": 6}   # tanh-GeLU; SiLU and the gating product
-BACKWARD_FACTOR = 2.0   # backward FLOPs and traffic = 2 x forward (input and weight gradient)
+BACKWARD_FACTOR = 2.0   # backward FLOPs (and a GEMM's traffic) = 2 x forward: input and weight gradient
 BACKWARD_GEMM_HALF = 1 / BACKWARD_FACTOR   # the input- or the weight-gradient GEMM alone
 FLASH_BACKWARD_GEMMS = 2.5  # FlashAttention's backward recomputes Q K^T: 5 GEMMs for 2 forward
 
@@ -198,8 +201,9 @@ class LayerTable:
 
 def _fuse_elementwise(ops: list[Op]) -> list[Op]:
     """Drop the DRAM read of the input of every element-wise operator whose producer is an
-    element-wise operator too (the layer's first one follows the previous layer's last); the
-    backward chain fuses likewise. Stored tensors are still written, so memory is unchanged."""
+    element-wise operator too (the layer's first one follows the previous layer's last); in the
+    backward the gradient between the two is neither written nor read. Stored tensors are still
+    written, so memory is unchanged."""
     fused = []
     for k, op in enumerate(ops):
         before = ops[k - 1]   # k = 0: the previous layer's last operator (same shape)
@@ -207,7 +211,7 @@ def _fuse_elementwise(ops: list[Op]) -> list[Op]:
             fused.append(op)
             continue
         fused.append(replace(op, fwd=replace(op.fwd, bytes=op.fwd.bytes - op.in_bytes),
-                             bwd=replace(op.bwd, bytes=op.bwd.bytes - BACKWARD_FACTOR * op.in_bytes)))
+                             bwd=replace(op.bwd, bytes=op.bwd.bytes - 2 * min(op.in_bytes, op.out_bytes))))
     return fused
 
 
@@ -244,10 +248,17 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
         gathered = E * sbh if sp and not tatp and name in ("qkv", "fc1") else 0.0
         return Op(name, fwd, bwd, weights, in_bytes, out_bytes, stores, gathered, flops)
 
-    def elementwise(name, flops, in_bytes, out_bytes, stores=(), extra_bytes=0.0, weights=0.0, matmul=False):
+    def elementwise(name, flops, in_bytes, out_bytes, stores=(), extra_bytes=0.0, weights=0.0, matmul=False,
+                    saved_bytes=None, grad_bytes=None):
+        """saved_bytes: what the backward kernel reads besides the output gradient (default: the
+        input); grad_bytes: the input gradient it writes (default: the input's size)."""
         fwd = Cost(flops, in_bytes + out_bytes + extra_bytes, matmul)
-        return Op(name, fwd, Cost(BACKWARD_FACTOR * fwd.flops, BACKWARD_FACTOR * fwd.bytes, matmul), weights,
-                  in_bytes, out_bytes, stores, model_flops=flops if matmul else 0.0)
+        if matmul:   # batched GEMMs: an input- and a weight-side product, each the forward's size
+            bwd = Cost(BACKWARD_FACTOR * flops, BACKWARD_FACTOR * fwd.bytes, True)
+        else:        # one kernel: read the output gradient and what was saved, write the input gradient
+            bwd = Cost(BACKWARD_FACTOR * flops, out_bytes + (in_bytes if saved_bytes is None else saved_bytes)
+                       + (in_bytes if grad_bytes is None else grad_bytes), False)
+        return Op(name, fwd, bwd, weights, in_bytes, out_bytes, stores, model_flops=flops if matmul else 0.0)
 
     def stream_bytes(weights, copies=1):
         """TEMP's selective transfer: stream the smaller of a sub-weight and a token block."""
@@ -280,9 +291,9 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
         ops += [
             elementwise("attn_scores", 2 * b * s * s * hq, E * sb * (hq + kv), E * ss, ("qk",),
                         extra_bytes=kv_streamed, matmul=True),
-            elementwise("softmax", SOFTMAX_FLOPS * ss, E * ss, E * ss, ("softmax_output",)),
+            elementwise("softmax", SOFTMAX_FLOPS * ss, E * ss, E * ss, ("softmax_output",), saved_bytes=E * ss),
             elementwise("attn_dropout", DROPOUT_FLOPS * ss, E * ss, E * ss,
-                        ("attn_dropout_mask",), extra_bytes=MASK_BYTES * ss),
+                        ("attn_dropout_mask",), extra_bytes=MASK_BYTES * ss, saved_bytes=MASK_BYTES * ss),
             elementwise("attn_over_values", 2 * b * s * s * hq, E * ss + E * sb * kv, E * sb * hq,
                         ("attn_dropout_output", "v"), extra_bytes=kv_streamed, matmul=True),
         ]
@@ -290,7 +301,8 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
         gemm("out_proj", 2 * sb * hq * h, out_w, E * sb * hq, E * sbh * (r if tatp else 1), ("proj_input",),
              streamed(out_w)),
         elementwise("attn_residual", RESIDUAL_FLOPS * sbh * r, 2 * E * sbh * r, E * sbh * r,
-                    ("attn_residual_dropout_mask",), extra_bytes=MASK_BYTES * sbh * r),
+                    ("attn_residual_dropout_mask",), extra_bytes=MASK_BYTES * sbh * r,
+                    saved_bytes=MASK_BYTES * sbh * r, grad_bytes=E * sbh * r),
         elementwise("ln2", LAYERNORM_FLOPS * sbh * r, E * sbh * r, E * sbh * r, ("ln2_input",), weights=2 * h),
     ]
     if moe:
@@ -303,7 +315,8 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
         gemm("fc2", k * 2 * sb * w * h, fc2_w, k * E * sb * w, k * E * sbh * (r if tatp else 1), ("fc2_input",),
              streamed(fc2_w, k)),
         elementwise("mlp_residual", RESIDUAL_FLOPS * sbh * r, 2 * E * sbh * r, E * sbh * r,
-                    ("mlp_dropout_mask",), extra_bytes=MASK_BYTES * sbh * r),
+                    ("mlp_dropout_mask",), extra_bytes=MASK_BYTES * sbh * r,
+                    saved_bytes=MASK_BYTES * sbh * r, grad_bytes=E * sbh * r),
     ]
     if training.fused_elementwise:
         ops = _fuse_elementwise(ops)
