@@ -480,3 +480,14 @@ def test_megatron_tries_every_micro_batch_size_the_scenario_allows():
     assert best != 1            # without a pipeline bubble, larger GEMMs win: the least size is not it
     assert chosen.plan["micro_batch"] == best and close(chosen.objective, alone[best])
     assert f"micro-batch {best} (fastest of 1, 2, 4)" in chosen.message
+
+
+def test_a_cluster_scenarios_summary_names_its_gpus():
+    from wafopt.problems.plan.instance import summary
+
+    scenario = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2},
+                               "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8},
+                               "parallel": {"tp": 8, "pp": 2}}).instance
+    out = summary(scenario)
+    assert "wafer" not in out and out["cluster"]["nodes"] == 2 and out["cluster"]["gpus_per_node"] == 8
+    assert out["cluster"]["hbm_gb"] == pytest.approx(80) and out["cluster"]["network_gbps"] == pytest.approx(25)

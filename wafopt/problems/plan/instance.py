@@ -154,10 +154,15 @@ def _some_split_fits(scenario: Scenario) -> bool:
 
 def summary(scenario: Scenario) -> dict:
     w, m = scenario.wafer, scenario.llm
+    system = ({"cluster": {"name": w.name, "nodes": w.rows, "gpus_per_node": w.cols, "gpu_tflops": w.die_flops / 1e12,
+                           "hbm_gb": w.dram_capacity / GB, "hbm_tbps": w.dram_bandwidth / 1e12,
+                           "nvlink_gbps": w.link_bandwidth / 1e9, "network_gbps": w.node_bandwidth / 1e9}}
+              if w.system == "cluster" else
+              {"wafer": {"name": w.name, "rows": w.rows, "cols": w.cols, "die_tflops": w.die_flops / 1e12,
+                         "dram_gb": w.dram_capacity / GB, "dram_bw_tbps": w.dram_bandwidth / 1e12,
+                         "link_bw_tbps": w.link_bandwidth / 1e12, "faulty_dies": sorted(map(list, w.faulty_dies))}})
     out = {
-        "wafer": {"name": w.name, "rows": w.rows, "cols": w.cols, "die_tflops": w.die_flops / 1e12,
-                  "dram_gb": w.dram_capacity / GB, "dram_bw_tbps": w.dram_bandwidth / 1e12,
-                  "link_bw_tbps": w.link_bandwidth / 1e12, "faulty_dies": sorted(map(list, w.faulty_dies))},
+        **system,
         "model": {"name": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
                   "params": m.total_params},
         "training": asdict(scenario.training),
