@@ -93,9 +93,9 @@ def _even_split_shortfall(scenario: Scenario) -> str | None:
         fixed = s.memory_bytes() - s.inflight_bytes()  # not offloadable, least over plans
         if fixed > capacity:
             return (f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
-                    f"recomputation: stage {s.index}'s model state and working memory, which stay on its own {system.device}s, "
-                    f"need {fixed / GB:.1f} GB per {system.device}, capacity {capacity / GB:.1f} GB (offloading moves only "
-                    f"activation checkpoints)")
+                    f"recomputation: stage {s.index}'s model state and working memory, which stay on its own "
+                    f"{system.device}s, need {fixed / GB:.1f} GB per {system.device}, capacity {capacity / GB:.1f} GB "
+                    "(offloading moves only activation checkpoints)")
     need = sum(s.full_recompute_bytes() for s in work.stages) * par.tp * par.dp
     have = system.healthy_die_count * capacity
     if need > have:
