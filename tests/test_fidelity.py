@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -480,3 +481,34 @@ def test_megatron_tries_every_micro_batch_size_the_scenario_allows():
     assert best != 1            # without a pipeline bubble, larger GEMMs win: the least size is not it
     assert chosen.plan["micro_batch"] == best and close(chosen.objective, alone[best])
     assert f"micro-batch {best} (fastest of 1, 2, 4)" in chosen.message
+
+
+def test_a_cluster_scenarios_summary_names_its_gpus():
+    from wafopt.problems.plan.instance import summary
+
+    scenario = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2},
+                               "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8},
+                               "parallel": {"tp": 8, "pp": 2}}).instance
+    out = summary(scenario)
+    assert "wafer" not in out and out["cluster"]["nodes"] == 2 and out["cluster"]["gpus_per_node"] == 8
+    assert out["cluster"]["hbm_gb"] == pytest.approx(80) and out["cluster"]["network_gbps"] == pytest.approx(25)
+
+
+def test_a_cluster_layout_that_cannot_fit_is_refused_at_validation():
+    # a cluster offloads nothing: the whole stage under the leanest recomputation allowed must fit
+    base = {"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 1},
+            "model": {"layers": 8, "hidden": 4096, "heads": 32, "ffn_hidden": 16384, "vocab": 32000},
+            "training": {"seq": 8192, "micro_batch": 4, "global_batch": 4}, "parallel": {"tp": 8, "pp": 1}}
+    kept = copy.deepcopy(base)
+    kept["training"].update(recompute=False, global_batch=8, micro_batch=8)   # about 113 GB kept per GPU
+    with pytest.raises(InstanceError, match="without recomputation: stage 0 needs"):
+        parse_instance(kept)
+    # about 19 GB per GPU under full recomputation without sequence parallelism, 15.4 GB with it:
+    # the layout fits in 17 GB because a plan may turn sequence parallelism on
+    small = copy.deepcopy(base)
+    small["cluster"]["hbm_gb"] = 17
+    result = run_method(parse_instance(small), "megatron", SolveOptions(quiet=True))
+    assert result.status == "feasible" and result.plan["sequence_parallel"] is True
+    small["training"]["sequence_parallel"] = False
+    with pytest.raises(InstanceError, match="even with full recomputation"):
+        parse_instance(small)

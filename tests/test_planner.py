@@ -860,3 +860,25 @@ def test_candidates_text_counts_the_layouts_it_does_not_show_by_their_own_status
     text = candidates_text({"candidates": rows, "counts": {"solved": 30, "pruned": 50, "infeasible": 70}}, limit=4)
     assert "... 4 more layouts (4 pruned)" in text
     assert "infeasible: 1 x" in text
+
+
+def test_ablation_steps_keep_what_the_scenario_fixes_beyond_the_layout(monkeypatch):
+    # WATOS runs plain 1F1B: a scenario's `interleave: 1` holds in every step, the searches included
+    import importlib
+
+    module = importlib.import_module("wafopt.planner.ablation")   # the package exports a function of that name
+    seen = []
+
+    def spy(method):
+        def run(scenario, options, **kwargs):
+            seen.append((scenario.fixed.interleave, scenario.fixed.tp_scheme))
+            return method(scenario, options, **kwargs)
+        return run
+
+    for name in ("solve_planner", "solve_megatron", "solve_mg_wafer", "solve_gcmr"):
+        monkeypatch.setattr(module, name, spy(getattr(module, name)))
+    data = copy.deepcopy(TINY)
+    data["training"]["global_batch"] = 12
+    data["parallel"] = {"interleave": 1}
+    module.ablation(parse_instance(data).instance, SolveOptions(time_limit=30, quiet=True).start())
+    assert len(seen) == len(module.STEPS) and all(interleave == 1 for interleave, _ in seen)

@@ -213,10 +213,6 @@ class Wafer:
         return "GPU" if self.system == "cluster" else "die"
 
     @property
-    def memory_name(self) -> str:
-        return "HBM" if self.system == "cluster" else "DRAM"
-
-    @property
     def healthy_devices(self) -> str:
         """'N healthy dies' on a wafer, 'N GPUs' on a cluster."""
         n = self.healthy_die_count

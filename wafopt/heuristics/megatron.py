@@ -54,10 +54,9 @@ def _placements(scenario: Scenario):
 
 def _idle_note(scenario: Scenario) -> str:
     """What the fixed layout leaves unused, if anything (a cluster's GPUs, a wafer's healthy dies)."""
-    unit = "GPUs" if scenario.wafer.system == "cluster" else "healthy dies"
-    total = len(scenario.mesh().healthy_dies)
-    idle = total - scenario.parallel.dies
-    return f"; {idle} of {total} {unit} idle (tp x pp x dp = {scenario.parallel.dies})" if idle > 0 else ""
+    idle = scenario.wafer.healthy_die_count - scenario.parallel.dies
+    return (f"; {idle} of {scenario.wafer.healthy_devices} idle (tp x pp x dp = {scenario.parallel.dies})"
+            if idle > 0 else "")
 
 
 def _recompute(scenario: Scenario, choice: Choice):
@@ -100,6 +99,7 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     par, training = scenario.parallel_of(needed_by="megatron"), scenario.training
     sp = training.sequence_parallel if training.sequence_parallel_fixed else \
         par.tp > 1 and sequence_parallel_violation(training.seq, par.tp) is None
+    scheme = scenario.fixed.tp_scheme or "megatron"
     sizes = [b for b in training.micro_batches if training.global_batch % (b * par.dp) == 0]
     # (micro-batch size, virtual stages) -> (recompute rows, what they are): every setting a user would try
     settings = {(b, v): _recompute(scenario, Choice(replace(par, interleave=v), micro_batch=b, sequence_parallel=sp))
@@ -116,7 +116,7 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
         for (b, v), (rows, _) in settings.items():
             for placement, plan in _placements(scenario):
                 if plan is not None:
-                    plan = dict(plan, interleave=v, sequence_parallel=sp, tp_scheme=scenario.fixed.tp_scheme or "megatron")
+                    plan = dict(plan, interleave=v, sequence_parallel=sp, tp_scheme=scheme)
                     if several_sizes:
                         plan["micro_batch"] = b
                     if rows is not None:

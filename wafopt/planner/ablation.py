@@ -13,6 +13,7 @@ Steps, each on top of the previous one, each plan evaluated by the shared evalua
 - +GA: the planner's global improvement phase on the same layout;
 - +search: the whole planner with tp and pp searched, dp 1 (as WATOS);
 - +DP: data parallelism searched too.
+Every step keeps what the scenario fixes beyond the layout (`parallel.interleave`, `tp_scheme`).
 The ratios are the MG-wafer and the Megatron iteration times over the step's.
 """
 
@@ -56,10 +57,14 @@ def baseline_layout(scenario: Scenario) -> Parallel:
 def ablation(scenario: Scenario, options: SolveOptions) -> list[Row]:
     """One row per step (an `options.sub` budget of a share of the time limit each)."""
     par = baseline_layout(scenario)
-    fixed = replace(scenario, parallel=par, fixed=Fixed(par.tp, par.pp, par.dp))
-    megatron_tp = replace(fixed, fixed=Fixed(par.tp, par.pp, par.dp, tp_scheme="megatron"))
-    no_dp = replace(scenario, parallel=None, fixed=Fixed(dp=1))
-    free = replace(scenario, parallel=None, fixed=Fixed())
+    # every step keeps what the scenario fixes beyond the layout (WATOS's plain 1F1B: interleave 1)
+    kept = Fixed(interleave=scenario.fixed.interleave, tp_scheme=scenario.fixed.tp_scheme)
+    if kept.interleave is not None:
+        par = replace(par, interleave=kept.interleave)
+    fixed = replace(scenario, parallel=par, fixed=replace(kept, tp=par.tp, pp=par.pp, dp=par.dp))
+    megatron_tp = replace(fixed, fixed=replace(fixed.fixed, tp_scheme="megatron"))
+    no_dp = replace(scenario, parallel=None, fixed=replace(kept, dp=1))
+    free = replace(scenario, parallel=None, fixed=kept)
     share = None if options.time_limit is None else options.time_limit / len(STEPS)
     runs = {
         "MG-wafer": lambda o: solve_mg_wafer(fixed, o),

@@ -9,7 +9,9 @@ cheap certified bound, and reports the solver's claimed bound separately. Verdic
 - claimed (4): consistent, but a `solver` bound (or an `optimal` status resting on one) is not
   independently certified; `--resolve` re-solves with an exact method to confirm it;
 - invalid (5): an infeasible plan, an objective that is not the evaluator's, NaN or infinity
-  anywhere, a bound above the objective or above a known optimum, a gap that does not follow
+  anywhere, a bound above the objective or above a known optimum (a bound with a certificate:
+  anything above what the certificate re-derives or above the file's own objective, however
+  little, since wafopt writes neither), a gap that does not follow
   from objective and bound, a certificate that does not re-derive, `optimal` without a bound
   that closes the gap, a changed instance, or a claim a re-solve contradicts.
 Numbers agree under the one rule of wafopt.core.numeric.

@@ -55,6 +55,11 @@ def check_rules(llm, wafer, training, fixed: Fixed, where: str) -> None:
             raise InstanceError(why, at("parallel.interleave"))
 
 
+def leanest_policy(training) -> str:
+    """The recomputation policy that leaves the least memory among those `training` allows."""
+    return training.recompute_policy or ("full" if training.recompute else "none")
+
+
 def check_fits(scenario: Scenario) -> None:
     """Reject layouts larger than the healthy wafer and layouts no plan can fit in DRAM.
 
@@ -65,6 +70,8 @@ def check_fits(scenario: Scenario) -> None:
     2. pooled: with full recomputation the wafer's healthy dies together hold every stage's
        memory (checkpoints may go to any healthy die, idle ones included, as in the layout bound).
     Both are tested on every contiguous layer split and allowed micro-batch size a plan may choose.
+    A GPU cluster offloads nothing: there each stage's whole memory under the leanest recomputation
+    the scenario allows (full, unless `training.recompute` forbids or fixes it) fits one GPU.
     """
     system = scenario.wafer
     healthy = system.healthy_die_count
@@ -84,26 +91,53 @@ def check_fits(scenario: Scenario) -> None:
         raise InstanceError(shortfall, "parallel")
 
 
+def _sequence_parallel_options(scenario: Scenario) -> list[bool | None]:
+    """The sequence-parallel settings a plan may choose (None: the scenario fixes it)."""
+    training, tp = scenario.training, scenario.parallel.tp
+    if training.sequence_parallel_fixed or tp == 1:
+        return [None]
+    return [False] + ([True] if sequence_parallel_violation(training.seq, tp) is None else [])
+
+
+def _least_bytes(scenario: Scenario, stages) -> tuple[float, float]:
+    """(own, pooled) for one stage under each setting a plan may choose, least of each: `own`, what
+    never leaves its devices (condition 1; on a cluster the whole stage under the leanest allowed
+    recomputation), `pooled`, its full-recomputation bytes (condition 2)."""
+    if scenario.wafer.system == "cluster":
+        policy = leanest_policy(scenario.training)
+        own = min(st.memory_bytes(st.policy_row(policy)) for st in stages)
+    else:
+        own = min(st.memory_bytes() - st.inflight_bytes() for st in stages)
+    return own, min(st.full_recompute_bytes() for st in stages)
+
+
 def _even_split_shortfall(scenario: Scenario) -> str | None:
     """Why conditions 1 and 2 fail on the even layer split (default micro-batch size), or None."""
     par, system = scenario.parallel, scenario.wafer
     capacity = system.dram_capacity
-    work = scenario.workload()
-    for s in work.stages:
-        fixed = s.memory_bytes() - s.inflight_bytes()  # not offloadable, least over plans
-        if fixed > capacity:
-            return (f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
-                    f"recomputation: stage {s.index}'s model state and working memory, which stay on its own {system.device}s, "
-                    f"need {fixed / GB:.1f} GB per {system.device}, capacity {capacity / GB:.1f} GB (offloading moves only "
-                    f"activation checkpoints)")
-    need = sum(s.full_recompute_bytes() for s in work.stages) * par.tp * par.dp
+    works = [scenario.workload(Choice(sequence_parallel=sp)) for sp in _sequence_parallel_options(scenario)]
+    least = [_least_bytes(scenario, stages) for stages in zip(*(w.stages for w in works))]
+    layout = f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp}"
+    for index, (own, _) in enumerate(least):
+        if own <= capacity:
+            continue
+        if system.system == "cluster":
+            policy = leanest_policy(scenario.training)
+            return (f"{layout} {'without' if policy == 'none' else f'even with {policy}'} recomputation: stage "
+                    f"{index} needs {own / GB:.1f} GB per GPU, capacity {capacity / GB:.1f} GB (a cluster offloads "
+                    "nothing; training.recompute says what may be recomputed)")
+        return (f"{layout} even with full recomputation: stage {index}'s model state and working memory, which "
+                f"stay on its own {system.device}s, need {own / GB:.1f} GB per {system.device}, capacity "
+                f"{capacity / GB:.1f} GB (offloading moves only activation checkpoints)")
+    if system.system == "cluster":
+        return None
+    need = sum(pooled for _, pooled in least) * par.tp * par.dp
     have = system.healthy_die_count * capacity
     if need > have:
-        worst = max(work.stages, key=lambda s: s.full_recompute_bytes())
-        return (f"model {scenario.llm.name} cannot fit with tp={par.tp}, pp={par.pp}, dp={par.dp} even with full "
-                f"recomputation: it needs {need / GB:.1f} GB, the {system.system}'s {system.healthy_devices} hold "
-                f"{have / GB:.1f} GB (stage {worst.index} alone needs {worst.full_recompute_bytes() / GB:.1f} GB "
-                f"per {system.device}, capacity {capacity / GB:.1f} GB)")
+        worst = max(range(len(least)), key=lambda i: least[i][1])
+        return (f"{layout} even with full recomputation: it needs {need / GB:.1f} GB, the {system.system}'s "
+                f"{system.healthy_devices} hold {have / GB:.1f} GB (stage {worst} alone needs "
+                f"{least[worst][1] / GB:.1f} GB per {system.device}, capacity {capacity / GB:.1f} GB)")
     return None
 
 
@@ -111,10 +145,12 @@ FIT_DP_STEPS = 2_000_000   # (stage, first, last layer) steps the split search m
 
 
 def _some_split_fits(scenario: Scenario) -> bool:
-    """Conditions 1 and 2 for some contiguous layer split and allowed micro-batch size (a plan may
-    choose both). Stage memory depends only on the stage, its layers and their kinds, so a DP over
-    stages finds the least pooled memory (2) among the splits whose every stage passes (1)."""
+    """Conditions 1 and 2 for some contiguous layer split, allowed micro-batch size and sequence
+    parallelism (a plan may choose all three). Stage memory depends only on the stage, its layers
+    and their kinds, so a DP over stages finds the least pooled memory (2) among the splits whose
+    every stage passes (1)."""
     par, llm, capacity = scenario.parallel, scenario.llm, scenario.wafer.dram_capacity
+    cluster = scenario.wafer.system == "cluster"
     L, p = llm.layers, par.pp
     if p * (L - p + 1) ** 2 > 2 * FIT_DP_STEPS:
         return False   # too large to search at validation: the even split's verdict stands
@@ -122,20 +158,19 @@ def _some_split_fits(scenario: Scenario) -> bool:
     for i in range(L):
         moe.append(moe[-1] + llm.is_moe_layer(i))
     for micro_batch in scenario.training.micro_batches:
-        choice = Choice(par, micro_batch=micro_batch)
-        training = scenario.training_for(choice)
-        if p > L or training.global_batch % (micro_batch * par.dp):
+        choices = [Choice(par, micro_batch=micro_batch, sequence_parallel=sp)
+                   for sp in _sequence_parallel_options(scenario)]
+        if p > L or scenario.training.global_batch % (micro_batch * par.dp):
             continue
-        m = training.global_batch // (micro_batch * par.dp)
+        m = scenario.training.global_batch // (micro_batch * par.dp)
         memory: dict = {}
 
         def pooled(j: int, a: int, n: int) -> float:
             """Stage j's full-recomputation bytes on layers a .. a + n - 1; inf if (1) fails."""
             key = (j, n, moe[a + n] - moe[a])   # the stage's memory depends on nothing else
             if key not in memory:
-                st = scenario.stage_workload(choice, j, a, n, m)
-                fits = st.memory_bytes() - st.inflight_bytes() <= capacity
-                memory[key] = st.full_recompute_bytes() if fits else math.inf
+                own, least = _least_bytes(scenario, [scenario.stage_workload(c, j, a, n, m) for c in choices])
+                memory[key] = least if own <= capacity else math.inf
             return memory[key]
 
         least = [0.0] + [math.inf] * L   # least pooled bytes of stages before j over layers 0 .. a - 1
@@ -147,17 +182,23 @@ def _some_split_fits(scenario: Scenario) -> bool:
                 for b in ([L] if j == p - 1 else range(a + 1, L - (p - 1 - j) + 1)):
                     nxt[b] = min(nxt[b], least[a] + pooled(j, a, b - a))
             least = nxt
-        if least[L] * par.tp * par.dp <= len(scenario.mesh().healthy_dies) * capacity:
+        if least[L] < math.inf and (cluster or least[L] * par.tp * par.dp <= scenario.wafer.healthy_die_count
+                                    * capacity):
             return True
     return False
 
 
 def summary(scenario: Scenario) -> dict:
     w, m = scenario.wafer, scenario.llm
+    system = ({"cluster": {"name": w.name, "nodes": w.rows, "gpus_per_node": w.cols, "gpu_tflops": w.die_flops / 1e12,
+                           "hbm_gb": w.dram_capacity / GB, "hbm_tbps": w.dram_bandwidth / 1e12,
+                           "nvlink_gbps": w.link_bandwidth / 1e9, "network_gbps": w.node_bandwidth / 1e9}}
+              if w.system == "cluster" else
+              {"wafer": {"name": w.name, "rows": w.rows, "cols": w.cols, "die_tflops": w.die_flops / 1e12,
+                         "dram_gb": w.dram_capacity / GB, "dram_bw_tbps": w.dram_bandwidth / 1e12,
+                         "link_bw_tbps": w.link_bandwidth / 1e12, "faulty_dies": sorted(map(list, w.faulty_dies))}})
     out = {
-        "wafer": {"name": w.name, "rows": w.rows, "cols": w.cols, "die_tflops": w.die_flops / 1e12,
-                  "dram_gb": w.dram_capacity / GB, "dram_bw_tbps": w.dram_bandwidth / 1e12,
-                  "link_bw_tbps": w.link_bandwidth / 1e12, "faulty_dies": sorted(map(list, w.faulty_dies))},
+        **system,
         "model": {"name": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
                   "params": m.total_params},
         "training": asdict(scenario.training),
