@@ -68,8 +68,12 @@ def calibration_errors() -> list[float]:
 
 
 def scenario_for(design: dict, workload: dict):
-    """The workload's scenario on this design's wafer, with its layout left to the planner."""
+    """The workload's scenario on this design's wafer, with its layout (tp, pp, dp) left to the
+    planner and what else its `parallel:` fixes (interleave, tp_scheme) kept."""
     data = {k: v for k, v in workload["data"].items() if k not in ("parallel", "known_optimum")}
+    kept = {k: v for k, v in (workload["data"].get("parallel") or {}).items() if k not in ("tp", "pp", "dp")}
+    if kept:
+        data["parallel"] = kept
     data["wafer"] = {k: design[k] for k in ("rows", "cols")} | {
         "name": design["id"], "die_tflops": design["die_tflops"], "dram_gb": design["dram_gb"],
         "dram_bw_tbps": design["dram_tbps"], "link_bw_tbps": design["link_tbps"],
