@@ -57,7 +57,7 @@ class FidelityRow:
 class MeasuredLayer:
     name: str
     source: str
-    scenario: dict        # one node running the layer's tp group
+    scenario: dict        # one node running the layer's tp group (a one-layer model)
     recompute: str        # none | selective | full
     forward_s: float
     backward_s: float
@@ -116,6 +116,8 @@ def measured_layers() -> list[MeasuredLayer]:
                                  {"micro_batch": row["micro_batch"], "global_batch": row["micro_batch"],
                                   "sequence_parallel": row["sequence_parallel"], "recompute": row["recompute"]},
                                  {"tp": row["tp"], "pp": 1, "dp": 1})
+            # the profiled layer alone: the whole model need not fit one node under its policy
+            scenario["model"] = dict(scenario["model"], layers=1)
             out.append(MeasuredLayer(name, data["layers_source"], scenario, row["recompute"],
                                      row["forward_ms"] / 1e3, row["backward_ms"] / 1e3))
     return out
