@@ -205,17 +205,6 @@ def megatron_plan(scenario, **extra):
     return {"tp": 8, "pp": 2, "dp": 1, "pipelines": [[[[n, g] for g in range(8)] for n in range(2)]], **extra}
 
 
-def test_tensor_parallel_rings_inside_a_node_are_faster_than_across_nodes():
-    scenario = cluster_scenario().instance
-    inside = evaluate("plan", scenario, megatron_plan(scenario))
-    # the same stages with each TP ring split over the two nodes: its collectives cross InfiniBand
-    split = {"tp": 8, "pp": 2, "dp": 1,
-             "pipelines": [[[[n, g] for n in range(2) for g in range(4)], [[n, g] for n in range(2) for g in range(4, 8)]]]}
-    across = evaluate("plan", scenario, split)
-    assert inside.feasible and across.feasible
-    assert across.objective > 2 * inside.objective
-
-
 def test_forced_recomputation_and_sequence_parallelism_are_checked():
     scenario = cluster_scenario(recompute="selective", sequence_parallel=False).instance
     work = scenario.workload()
@@ -428,7 +417,7 @@ def test_megatron_says_how_many_gpus_a_fixed_layout_leaves_idle():
 @pytest.mark.parametrize("parallel,field,message", [
     ({"tp": 8, "pp": 1, "tp_scheme": "tatp"}, "parallel.tp_scheme", "tp_scheme tatp"),
     ({"tp_scheme": "tatp"}, "parallel.tp_scheme", "tp_scheme tatp"),
-    ({"tp": 16, "pp": 1}, "parallel.tp", "tp 16 exceeds the 8 GPUs of a node"),
+    ({"tp": 16, "pp": 1}, "parallel.tp", "tp 16 does not divide the 8 GPUs of a node"),
 ])
 def test_a_cluster_refuses_tp_groups_it_cannot_run(parallel, field, message):
     data = {"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2}, "model": GPT_22B,
@@ -436,6 +425,27 @@ def test_a_cluster_refuses_tp_groups_it_cannot_run(parallel, field, message):
     with pytest.raises(InstanceError) as err:
         parse_instance(data)
     assert f"{field}: {message}" in str(err.value)
+
+
+def test_a_tp_that_does_not_divide_a_node_would_split_groups_across_nodes():
+    data = {"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2, "gpus_per_node": 6},
+            "model": {"layers": 4, "hidden": 1024, "heads": 16, "ffn_hidden": 4096, "vocab": 32000},
+            "training": {"seq": 2048, "micro_batch": 1, "global_batch": 6}, "parallel": {"tp": 4, "pp": 1, "dp": 3}}
+    with pytest.raises(InstanceError, match="parallel.tp: tp 4 does not divide the 6 GPUs of a node"):
+        parse_instance(data)
+
+
+def test_the_evaluator_rejects_a_tp_group_that_spans_two_nodes():
+    loaded = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2},
+                             "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8},
+                             "parallel": {"tp": 8, "pp": 2}})
+    plan = run_method(loaded, "megatron", SolveOptions(quiet=True)).plan
+    assert evaluate("plan", loaded.instance, plan).feasible
+    swapped = copy.deepcopy(plan)
+    stages = swapped["pipelines"][0]
+    stages[0][7], stages[1][0] = stages[1][0], stages[0][7]     # one GPU of each group on the other node
+    ev = evaluate("plan", loaded.instance, swapped)
+    assert not ev.feasible and any("spans nodes [0, 1]" in v for v in ev.violations)
 
 
 def test_the_evaluator_rejects_a_cross_node_tp_group_on_a_cluster():

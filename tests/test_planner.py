@@ -882,3 +882,14 @@ def test_ablation_steps_keep_what_the_scenario_fixes_beyond_the_layout(monkeypat
     data["parallel"] = {"interleave": 1}
     module.ablation(parse_instance(data).instance, SolveOptions(time_limit=30, quiet=True).start())
     assert len(seen) == len(module.STEPS) and all(interleave == 1 for interleave, _ in seen)
+
+
+@pytest.mark.parametrize("method", ["gcmr", "uniform", "megatron", "mg-wafer"])
+def test_a_fixed_layout_baseline_without_a_layout_is_bad_input(method, tmp_path, capsys):
+    from wafopt.cli import main
+
+    path = tmp_path / "open.yaml"
+    path.write_text(json.dumps(TINY))
+    out = tmp_path / "out.json"
+    assert main(["solve", str(path), "--method", method, "--quiet", "--out", str(out)]) == 2
+    assert f"{method} needs a fixed layout" in capsys.readouterr().err and not out.exists()

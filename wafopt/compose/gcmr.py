@@ -82,6 +82,7 @@ def solve_offload(inst: MemPairInstance, options: SolveOptions) -> tuple[list[di
 
 @loads(*PYOMO_HIGHS)
 def solve_gcmr(scenario, options: SolveOptions) -> MethodResult:
+    scenario.parallel_of(needed_by="gcmr")   # bad input (exit 2), not a failed search
     budget = options.search_seconds(DEFAULT_BUDGET_S)
     try:
         placement = placement_of(scenario, options)
@@ -109,6 +110,7 @@ def solve_gcmr(scenario, options: SolveOptions) -> MethodResult:
 def solve_uniform(scenario, options: SolveOptions) -> MethodResult:
     """Megatron-style baseline with selective recomputation: the best unit set recomputed in every
     layer of every stage that fits each die's own DRAM, no offloading, serpentine placement."""
+    scenario.parallel_of(needed_by="uniform")
     try:
         placement = placement_of(scenario, options)
     except InstanceError as exc:

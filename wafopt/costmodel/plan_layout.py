@@ -184,6 +184,9 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
                 elif d in owner:
                     violations.append(f"die {list(d)} is used twice")
                 owner[d] = i
+            if scenario.wafer.system == "cluster" and len({node for node, _ in dies}) > 1:
+                violations.append(f"stage {i} of pipeline {r} spans nodes {sorted({node for node, _ in dies})}: "
+                                  "a tensor-parallel group stays inside one node")
     violations += check_routes(mesh, layout.routes)
     if violations:
         return Prepared(layout, work, None, owner, violations)

@@ -75,14 +75,16 @@ def sequence_parallel_violation(seq: int, tp: int) -> str | None:
 
 def system_violation(system, tp: int, scheme: str = "megatron") -> str | None:
     """Why a tp group of `scheme` cannot run on `system`, or None: on a GPU cluster a TP group stays
-    inside one node's NVSwitch domain (Narayanan et al. 2021, Sec. 3.2) and TATP, a ring of
+    inside one node's NVSwitch domain (Narayanan et al. 2021, Sec. 3.2; tp divides the GPUs per
+    node, so Megatron-LM's rank order never splits a group) and TATP, a ring of
     neighbouring dies on a wafer mesh, does not apply."""
     if getattr(system, "system", "wafer") != "cluster" or tp == 1:
         return None
     if scheme == "tatp":
         return "tp_scheme tatp streams around a ring of wafer dies: it does not apply to a cluster (use megatron)"
-    if tp > system.cols:
-        return f"tp {tp} exceeds the {system.cols} GPUs of a node: a tensor-parallel group stays inside one node"
+    if system.cols % tp:
+        return (f"tp {tp} does not divide the {system.cols} GPUs of a node: a tensor-parallel group stays inside "
+                "one node")
     return None
 
 

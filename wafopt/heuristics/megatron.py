@@ -130,7 +130,8 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     interleaves = sorted({w for (c, w) in settings if c == b})
     chosen = f"interleave {v}" + (f" (fastest of {', '.join(map(str, interleaves))})" if len(interleaves) > 1 else "")
     if several_sizes:
-        chosen = f"micro-batch {b} (fastest of {', '.join(map(str, sizes))}), {chosen}"
+        chosen = f"micro-batch {b}" + (f" (fastest of {', '.join(map(str, sizes))})" if len(sizes) > 1 else
+                                       " (the only allowed size that divides the batch per pipeline)") + f", {chosen}"
     return MethodResult(best, "feasible", None, "heuristic",
                         f"sequence parallelism {'on' if sp else 'off'}, {settings[b, v][1]}, {chosen}; "
                         f"tried: {'; '.join(tried)}{_idle_note(scenario)}")

@@ -453,9 +453,10 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
         if "root" in entry:     # a convex quadratic programming bound of the whole tile shape
             root = entry_value(space.C, space.D, entry["root"], True, f"bnb-frontier tiles.{name}.root")
             least = max(least, float(math.ceil(root)) if space.integral else float_down(root))
-        if not at_most(claimed, max(least, space.rounded(least))):   # the tile's bound must be what its tree proves
+        proven = space.rounded(least) if space.integral else least   # integers: exact; floats: the rule
+        if claimed > proven if space.integral else not at_most(claimed, proven):
             raise CertificateError(f"bnb-frontier tiles.{name}.bound {claimed!r} is above what its tree proves "
-                                   f"({max(least, space.rounded(least))!r})")
+                                   f"({proven!r})")
         for k, node in enumerate(entry.get("frontier") or []):
             stages, slots, value = _frontier_node(node, space, f"tiles.{name}.frontier[{k}]")
             derived = max(node_bound(space, stages, slots), path_floor(floors, stages, slots))
