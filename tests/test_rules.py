@@ -176,3 +176,16 @@ def test_the_planner_never_picks_a_tp_that_forced_sequence_parallelism_cannot_sp
                                             "sequence_parallel": True}}).instance
     tps = {choice.parallel.tp for choice in layout_choices(scenario)}
     assert tps and all(63 % tp == 0 for tp in tps)
+
+
+def test_workload_applies_the_sequence_parallel_rule(tmp_path, capsys):
+    from wafopt.cli import main
+
+    path = tmp_path / "sp.yaml"
+    path.write_text("problem: plan\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+                    "model: {layers: 4, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 32000}\n"
+                    "training: {seq: 2047, micro_batch: 1, global_batch: 8}\nparallel: {tp: 8, pp: 1}\n")
+    assert main(["workload", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["workload", str(path), "--sequence-parallel"]) == 2
+    assert "--sequence-parallel: sequence parallelism splits the 2047-token sequence" in capsys.readouterr().err

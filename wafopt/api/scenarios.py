@@ -11,6 +11,7 @@ from wafopt.api.solving import Instance, load, options
 from wafopt.core.errors import InstanceError
 from wafopt.core.files import write_text
 from wafopt.costmodel.report import workload_report
+from wafopt.costmodel.rules import sequence_parallel_violation
 from wafopt.costmodel.training import parse_training
 from wafopt.hardware.cluster import require_mesh
 from wafopt.planner.ablation import Row
@@ -64,6 +65,9 @@ def workload(path: str | Path, tp: int | None = None, pp: int | None = None, dp:
     for k, v in layout.items():
         if v <= 0:
             raise InstanceError(f"must be a positive integer, got {v}", f"--{k}")
+    why = sequence_parallel_violation(training.seq, layout["tp"]) if training.sequence_parallel else None
+    if why:   # the layout rules the evaluator applies (a micro-batch size outside the list is a what-if)
+        raise InstanceError(why, "--sequence-parallel" if sequence_parallel else "--tp")
     scheme = tp_scheme or sc.fixed.tp_scheme or "megatron"
     return workload_report(sc.llm, training, sc.wafer, layout["tp"], layout["pp"], layout["dp"],
                            recompute, scheme)
