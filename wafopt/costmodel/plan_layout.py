@@ -10,7 +10,11 @@ from dataclasses import dataclass
 from wafopt.core.errors import InstanceError, PlanError
 from wafopt.costmodel.layout import stage_schemes
 from wafopt.costmodel.model import LayoutWorkload
-from wafopt.costmodel.rules import layout_violation, sequence_parallel_violation
+from wafopt.costmodel.rules import (
+    group_violation,
+    layout_violation,
+    sequence_parallel_violation,
+)
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 from wafopt.costmodel.stage import FULL, recompute_row
 from wafopt.hardware.mesh import Die, Mesh, as_die
@@ -184,9 +188,9 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
                 elif d in owner:
                     violations.append(f"die {list(d)} is used twice")
                 owner[d] = i
-            if scenario.wafer.system == "cluster" and len({node for node, _ in dies}) > 1:
-                violations.append(f"stage {i} of pipeline {r} spans nodes {sorted({node for node, _ in dies})}: "
-                                  "a tensor-parallel group stays inside one node")
+            why = group_violation(scenario.wafer, dies)
+            if why:
+                violations.append(f"stage {i} of pipeline {r} {why}")
     violations += check_routes(mesh, layout.routes)
     if violations:
         return Prepared(layout, work, None, owner, violations)

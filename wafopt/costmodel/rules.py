@@ -78,13 +78,22 @@ def system_violation(system, tp: int, scheme: str = "megatron") -> str | None:
     inside one node's NVSwitch domain (Narayanan et al. 2021, Sec. 3.2; tp divides the GPUs per
     node, so Megatron-LM's rank order never splits a group) and TATP, a ring of
     neighbouring dies on a wafer mesh, does not apply."""
-    if getattr(system, "system", "wafer") != "cluster" or tp == 1:
+    if getattr(system, "system", "wafer") != "cluster":
         return None
     if scheme == "tatp":
         return "tp_scheme tatp streams around a ring of wafer dies: it does not apply to a cluster (use megatron)"
     if system.cols % tp:
         return (f"tp {tp} does not divide the {system.cols} GPUs of a node: a tensor-parallel group stays inside "
                 "one node")
+    return None
+
+
+def group_violation(system, devices) -> str | None:
+    """Why one placed tensor-parallel group cannot run on `system` ([node, gpu] devices on a
+    cluster: all in one node, as `system_violation` requires of tp), or None."""
+    nodes = sorted({node for node, _ in devices})
+    if getattr(system, "system", "wafer") == "cluster" and len(nodes) > 1:
+        return f"spans nodes {nodes}: a tensor-parallel group stays inside one node"
     return None
 
 

@@ -453,8 +453,9 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
         if "root" in entry:     # a convex quadratic programming bound of the whole tile shape
             root = entry_value(space.C, space.D, entry["root"], True, f"bnb-frontier tiles.{name}.root")
             least = max(least, float(math.ceil(root)) if space.integral else float_down(root))
-        proven = space.rounded(least) if space.integral else least   # integers: exact; floats: the rule
-        if claimed > proven if space.integral else not at_most(claimed, proven):
+        proven = space.rounded(least) if space.integral else least
+        above = claimed > proven if space.integral else not at_most(claimed, proven)   # integers: exactly
+        if above:
             raise CertificateError(f"bnb-frontier tiles.{name}.bound {claimed!r} is above what its tree proves "
                                    f"({proven!r})")
         for k, node in enumerate(entry.get("frontier") or []):

@@ -24,6 +24,7 @@ from wafopt.costmodel.rules import (
     tp_violation,
 )
 from wafopt.costmodel.scenario import Choice, Fixed, Scenario
+from wafopt.hardware.cluster import ClusterSpec
 
 OBJECTIVE = "1F1B iteration time (s)"
 UNIT = "s"   # of the objective, in result lines
@@ -37,12 +38,12 @@ def check_rules(llm, wafer, training, fixed: Fixed, where: str) -> None:
     `where`: the document's path."""
     at = lambda key: field_at(where, key)  # noqa: E731
     scheme = fixed.tp_scheme or "megatron"   # a fixed tp is Megatron's unless the scenario fixes tp_scheme: tatp
-    if fixed.tp is not None:
-        why = system_violation(wafer, fixed.tp, scheme) or tp_violation(llm, fixed.tp, wafer.parallel_rules, scheme)
-        if why:
-            raise InstanceError(why, at("parallel.tp_scheme" if scheme == "tatp" and "tatp" in why else "parallel.tp"))
-    elif scheme == "tatp" and system_violation(wafer, 2, scheme):   # tatp fixed, tp open, on a cluster
-        raise InstanceError(system_violation(wafer, 2, scheme), at("parallel.tp_scheme"))
+    why = system_violation(wafer, fixed.tp or 1, scheme)
+    if why:
+        raise InstanceError(why, at("parallel.tp_scheme" if scheme == "tatp" else "parallel.tp"))
+    why = tp_violation(llm, fixed.tp, wafer.parallel_rules, scheme) if fixed.tp is not None else None
+    if why:
+        raise InstanceError(why, at("parallel.tp"))
     if fixed.tp is not None and training.sequence_parallel_fixed and training.sequence_parallel:
         why = sequence_parallel_violation(training.seq, fixed.tp)
         if why:
@@ -190,9 +191,7 @@ def _some_split_fits(scenario: Scenario) -> bool:
 
 def summary(scenario: Scenario) -> dict:
     w, m = scenario.wafer, scenario.llm
-    system = ({"cluster": {"name": w.name, "nodes": w.rows, "gpus_per_node": w.cols, "gpu_tflops": w.die_flops / 1e12,
-                           "hbm_gb": w.dram_capacity / GB, "hbm_tbps": w.dram_bandwidth / 1e12,
-                           "nvlink_gbps": w.link_bandwidth / 1e9, "network_gbps": w.node_bandwidth / 1e9}}
+    system = ({"cluster": {k: v for k, v in ClusterSpec.of(w).dump().items() if k not in ("efficiency", "source")}}
               if w.system == "cluster" else
               {"wafer": {"name": w.name, "rows": w.rows, "cols": w.cols, "die_tflops": w.die_flops / 1e12,
                          "dram_gb": w.dram_capacity / GB, "dram_bw_tbps": w.dram_bandwidth / 1e12,
