@@ -27,6 +27,11 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
   NODE_QPB_DEPTH are expanded first, best first, here; each kept child also gets the QPB of its
   subproblem (node_qpbs), a floor of every bound below it, and its rounded point is offered as a
   plan. The QPB entries go into the certificate beside the tree.
+- Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.pb_pays): children down to half
+  the stages that the incumbent does not prune also get their projected eigenvalue bound
+  (node_pbs, proven in floats by TileSpace.pb_children), while a trial of PB_TRIAL per depth finds
+  it PB_GAIN above Gilmore-Lawler at least PB_KEEP of the time. Nothing is stored: the checker
+  computes the PB of every leaf that needs it.
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
 - With workers (`options.workers` > 1), subtrees in waves: the search runs here until
   4 x WAVE_GROUPS nodes are open; then each wave deals the open nodes (by bound, round robin) into WAVE_GROUPS
@@ -90,6 +95,9 @@ PROGRESS_EVERY_S = 1.0
 ROOT_QPB_SHARE = 0.1       # of the time limit, at most, for the root's convex quadratic programming bound
 NODE_QPB_GAIN = 0.125      # a root QPB this far above Gilmore-Lawler (measured: nug22-30, tho30/40, not
                            # nug20/21, where the Gilmore-Lawler tree overtakes QPB within a minute) ...
+PB_TRIAL = 200             # children of one depth given the projected eigenvalue bound before judging it:
+PB_KEEP = 0.5              # ... it stays on at that depth while at least this share is above Gilmore-Lawler
+PB_GAIN = 0.005            # ... by this share of the incumbent
 NODE_QPB_DEPTH = 3         # ... bounds the nodes down to this depth by QPB too (integer data only)
 WAVE_GROUPS = 4            # with workers: open nodes dealt into this many groups per wave (fixed, so
                            # the answer is the same for any number of workers)
@@ -218,6 +226,9 @@ class BranchAndBound:
         self.log: list | None = None        # a wave task's record of its tree's changes
         self.waves_run = 0
         self.node_qpb_depth = 0             # nodes down to this depth get a QPB too (set per tile shape)
+        self.pb_depth = 0                   # children down to this depth get the projected eigenvalue bound
+        self.pb_counts: dict = {}           # depth -> [PBs computed, clearly above Gilmore-Lawler, pruned by it]
+        self.pb_off: frozenset = frozenset()  # depths where PB did not pay in an earlier wave
         self.qpb_until: float | None = None  # ... while time is left for them
         self.pool = None                    # the run's worker pool (wave_pool), if any
         self.tile = 0                       # the index of the tile shape searched (in _SPACES)
@@ -271,6 +282,7 @@ class BranchAndBound:
         tree.stages.append(())
         tree.slots.append(())
         self.waves_run, self.tile, self.pool = 0, index, pool
+        self.pb_depth, self.pb_counts = node_pb_depth(space), {}
         if closed:
             tree.closed_least = root_bound(space)
             return tree
@@ -421,7 +433,33 @@ class BranchAndBound:
             if len(stages[k]) < self.node_qpb_depth:
                 qpb = self.node_qpbs(space, tree, list(stages[k]) + [int(branches[k])], list(slots[k]), kids[k], bounds)
                 bounds = np.maximum(bounds, [qpb[kid][0] if kid in qpb else -math.inf for kid in kids[k].tolist()])
+            if self.pb_wanted(len(stages[k]) + 1):
+                bounds = self.node_pbs(space, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], bounds, exact)
             self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], bounds, exact, qpb=qpb)
+
+    def pb_wanted(self, depth: int) -> bool:
+        """Whether children at `depth` get the projected eigenvalue bound: down to pb_depth, and
+        after PB_TRIAL of them only while at least PB_KEEP of those were above Gilmore-Lawler."""
+        if depth > self.pb_depth or depth in self.pb_off:
+            return False
+        counts = self.pb_counts.get(depth)
+        return counts is None or counts[0] < PB_TRIAL or counts[1] >= PB_KEEP * counts[0]
+
+    def node_pbs(self, space: TileSpace, stages: list[int], slots: list[int], branch: int, kids: np.ndarray,
+                 bounds: np.ndarray, exact: np.ndarray) -> np.ndarray:
+        """The children's bounds raised to their projected eigenvalue bound, for the children whose
+        full Gilmore-Lawler bound the incumbent does not prune (counted in pb_counts)."""
+        short = np.flatnonzero(exact & (bounds < self.threshold))
+        if not len(short):
+            return bounds
+        pb = space.pb_children(stages, slots, branch, kids[short])
+        counts = self.pb_counts.setdefault(len(stages) + 1, [0, 0, 0])
+        counts[0] += len(short)
+        counts[1] += int((pb > bounds[short] + PB_GAIN * abs(self.threshold)).sum())
+        counts[2] += int((pb >= self.threshold).sum())
+        bounds = np.array(bounds, dtype=float)
+        bounds[short] = np.maximum(bounds[short], pb)
+        return bounds
 
     def node_qpbs(self, space: TileSpace, tree: TileSearch, stages: list[int], slots: list[int], kids: np.ndarray,
                   bounds: np.ndarray) -> dict:
@@ -529,7 +567,8 @@ class BranchAndBound:
             tree.levels, tree.dive, tree.queued = {}, [], 0
             groups = [entries[g::WAVE_GROUPS] for g in range(WAVE_GROUPS)]
             groups = [g for g in groups if g]
-            tasks = [(index, self.best, self.threshold, deadline,
+            off = frozenset(d for d in range(1, self.pb_depth + 1) if not self.pb_wanted(d))
+            tasks = [(index, self.best, self.threshold, deadline, off,
                       [(tree.stages[node], tree.slots[node], bound, node in tree.lazy, tree.floor.get(node))
                        for bound, node in group])
                      for group in groups]
@@ -558,6 +597,9 @@ class BranchAndBound:
         ids = list(roots)
         log = result["log"]
         tree.closed_least = min(tree.closed_least, log["closed_least"])
+        for depth, counts in result["pb"].items():
+            mine = self.pb_counts.setdefault(depth, [0, 0, 0])
+            mine[:] = [a + b for a, b in zip(mine, counts)]
         ends = np.cumsum(log["sizes"])
         for e, (local, bound, branch) in enumerate(zip(log["node"].tolist(), log["bound"].tolist(),
                                                        log["branch"].tolist())):
@@ -628,7 +670,8 @@ def wave_pool(workers: int):
     return WorkerPool(min(workers, WAVE_GROUPS), "fork", initializer=one_blas_thread)
 
 
-def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, roots: list) -> dict:
+def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, pb_off: frozenset,
+              roots: list) -> dict:
     """One group of one wave: best first from `roots` (stages, slots, bound, lazy, floor) for
     WAVE_EXPANSIONS expansions, from the wave's incumbent; returns the tree's changes, its open
     nodes and its incumbent."""
@@ -636,6 +679,7 @@ def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | N
     left = None if deadline is None else max(0.0, deadline - time.monotonic())
     search = BranchAndBound(space.inst, SolveOptions(time_limit=left, quiet=True).start())
     search.best, search.threshold, search.log = best, threshold, []
+    search.pb_depth, search.pb_off = node_pb_depth(space), pb_off
     tree = TileSearch(space)
     dive = len(roots) > MAX_OPEN // WAVE_GROUPS   # the group's share of the open nodes: depth first
     for stages, slots, bound, lazy, floor in roots:
@@ -654,7 +698,7 @@ def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | N
     tree.dive.sort(reverse=True)   # the least bound (then the deepest) on top
     search.run(space, tree, deadline, expansions=WAVE_EXPANSIONS)
     return {"log": _pack(search.log), "open": [(bound, node, node in tree.lazy) for bound, node in tree.open_entries()],
-            "best": (search.best.value, search.best.plan)}
+            "best": (search.best.value, search.best.plan), "pb": search.pb_counts}
 
 
 def _pack(log: list) -> dict:
@@ -723,6 +767,13 @@ def _rounded_completion(space: TileSpace, pairs: list, point: np.ndarray) -> np.
     return np.array([slot_of[i] for i in range(space.n)])
 
 
+def node_pb_depth(space: TileSpace) -> int:
+    """Children down to this depth get the projected eigenvalue bound (TileSpace.pb_pays): the first
+    half of the stages. Measured on nug20 (docs/placement.md): there it is above Gilmore-Lawler at
+    nearly every node down to depth 9 of 20, and below it at about half the nodes from depth 10 on."""
+    return space.n // 2 if space.pb_pays else 0
+
+
 def node_qpb_pays(space: TileSpace, strong: tuple | None) -> bool:
     """Whether the nodes near the root get a QPB too: integer data (the checker's exact proof)
     and a root QPB NODE_QPB_GAIN above Gilmore-Lawler, where the Gilmore-Lawler tree does not
@@ -752,6 +803,9 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
                                        **({"qpb": space.rounded(strong[k][0]), "qpb_s": strong[k][2]} if strong[k] else {}),
                                        "used": "qpb" if strong[k] and strong[k][0] > root_bound(space) else "gilmore-lawler",
                                        "node_qpb": len(tree.qpb)},
+                       "node_pb": {"depth": search.pb_depth,
+                                   "by_depth": {str(d): dict(zip(("computed", "above_gilmore_lawler", "pruned"), c))
+                                                for d, c in sorted(search.pb_counts.items())}},
                        "nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": tree.lap_solved,
                        "open": tree.pending(), "root_bound": space.rounded(roots[k]),
                        "bound": space.rounded(tiles[name]["bound"]), "proven": not tree.pending(),
@@ -759,7 +813,8 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
 
 
 def bnb(inst: PlacementInstance, options: SolveOptions, waves_in_process: bool = False) -> MethodResult:
-    """Branch and bound over stage-to-slot assignments with Gilmore-Lawler bounds (see module doc).
+    """Branch and bound over stage-to-slot assignments with Gilmore-Lawler and projected eigenvalue
+    bounds (see module doc).
     With `options.workers` > 1 the search runs in waves on a process pool; `waves_in_process` runs
     the same waves here, one group after another (the same answer)."""
     search = BranchAndBound(inst, options)
@@ -790,5 +845,5 @@ def bnb(inst: PlacementInstance, options: SolveOptions, waves_in_process: bool =
         "feasible" if search.best.plan is not None else "unknown")
     certificate = Bound(bound, CERTIFICATE, "bnb-frontier", {"tiles": tiles}) if bound is not None else None
     options.incumbent(search.best.plan, certificate)
-    return MethodResult(search.best.plan, status, certificate, "wafopt bnb (Gilmore-Lawler, scipy LAP)",
+    return MethodResult(search.best.plan, status, certificate, "wafopt bnb (Gilmore-Lawler and projected eigenvalue bounds, scipy LAP)",
                         stats={"layouts": stats, "time_s": round(time.monotonic() - search.started, 3)})

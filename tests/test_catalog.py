@@ -136,6 +136,14 @@ def test_inline_specs():
     assert wafer.dies == 6 and wafer.link_latency == pytest.approx(0.2e-6)
 
 
+def test_default_mlp_width_is_megatrons():
+    # Megatron-LM's --ffn-hidden-size default: 4h; SwiGLU 8h/3 rounded down to a multiple of 64
+    assert resolve_llm({"layers": 2, "hidden": 6144, "heads": 64, "vocab": 100}).ffn_hidden == 24576
+    swiglu = resolve_llm({"layers": 2, "hidden": 4096, "heads": 32, "vocab": 100, "mlp": "swiglu"})
+    assert swiglu.ffn_hidden == 10880   # 8 * 4096 / 3 = 10922.7 -> 170 * 64
+    assert resolve_llm({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "ffn_hidden": 100}).ffn_hidden == 100
+
+
 def _error(resolver, spec, where=None):
     with pytest.raises(InstanceError) as info:
         resolver(spec) if where is None else resolver(spec, where)

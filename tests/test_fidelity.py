@@ -56,7 +56,7 @@ def test_korthikanti_table_5_within_the_targets():
 
 
 def test_narayanan_table_1_runs_each_within_10_percent():
-    rows = [r for r in fidelity() if r.run.source.startswith("Narayanan")]
+    rows = [r for r in fidelity() if r.run.source.startswith("Narayanan et al. 2021, Table 1")]
     assert len(rows) == 10
     assert {r.run.scenario["parallel"]["dp"] for r in rows} >= {6, 32}   # data parallelism is covered
     for row in rows:
@@ -273,6 +273,8 @@ def test_workload_json_reports_exposed_tensor_parallel_time_per_layer(tmp_path):
     ({"cluster": {"preset": "dgx-a100-80g", "efficiency": {"async_overlap": 1.2}}},
      "cluster.efficiency.async_overlap: must lie in [0, 1]"),
     ({"cluster": {"preset": "dgx-a100-80g", "nodes": 0}}, "cluster.nodes"),
+    ({"cluster": {"preset": "dgx-a100-80g", "nodes": 2049}},
+     "cluster.nodes: 2049 nodes x 8 GPUs = 16,392 GPUs, more than the limit of 16,384"),
     ({"cluster": "dgx-h100"}, "unknown preset 'dgx-h100'"),
 ])
 def test_bad_systems_are_named(system, message):
@@ -522,3 +524,22 @@ def test_a_cluster_layout_that_cannot_fit_is_refused_at_validation():
     small["training"]["sequence_parallel"] = False
     with pytest.raises(InstanceError, match="even with full recomputation"):
         parse_instance(small)
+
+
+def test_an_efficiency_override_on_a_preset_keeps_the_keys_it_does_not_name():
+    system = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2,
+                                                            "efficiency": {"intra": 0.7}},
+                             "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8},
+                             "parallel": {"tp": 8, "pp": 1, "dp": 2}}).instance.wafer
+    preset = parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 2},
+                             "model": GPT_22B, "training": {"seq": 2048, "micro_batch": 1, "global_batch": 8},
+                             "parallel": {"tp": 8, "pp": 1, "dp": 2}}).instance.wafer
+    assert system.efficiency.intra == 0.7 != preset.efficiency.intra
+    assert system.efficiency.matrix == preset.efficiency.matrix and system.efficiency.memory == preset.efficiency.memory
+
+
+def test_a_scenario_with_too_many_micro_batches_is_refused_naming_the_batch():
+    with pytest.raises(Exception, match="training.global_batch: 131072 / micro_batch 1 = 131,072 micro-batches"):
+        parse_instance({"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 1}, "model": GPT_22B,
+                        "training": {"seq": 2048, "micro_batch": [1, 2], "global_batch": 131072},
+                        "parallel": {"tp": 8, "pp": 1}})

@@ -9,19 +9,18 @@ import copy
 import json
 import math
 import zlib
-from itertools import permutations
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from placement_helpers import loaded
+from placement_helpers import best_completion, integer_instances
 from wafopt.models import placement_bnb
 from wafopt.models.placement_bnb import BranchAndBound, TileSearch, bnb
 
 from wafopt.core.budget import SolveOptions
-from wafopt.core.errors import CertificateError, InstanceError
+from wafopt.core.errors import CertificateError
 from wafopt.problems import evaluate, load
 from wafopt.problems.placement.branch_bound import (
     TileSpace,
@@ -37,42 +36,11 @@ QAPLIB = Path(__file__).resolve().parents[1] / "instances" / "placement" / "qapl
 PROPERTY = settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
-@st.composite
-def integer_instances(draw):
-    """3-5 stages with integer flows (and Mem_pair volumes) on a small mesh, a faulty die or none,
-    one or two tile shapes."""
-    rows, cols = draw(st.sampled_from([(2, 3), (3, 3), (2, 4), (3, 4)]))
-    tiles = draw(st.sampled_from([[[1, 1]], [[1, 1], [1, 2]], [[1, 2], [2, 1]]]))
-    mesh = {"rows": rows, "cols": cols}
-    if draw(st.booleans()):
-        mesh["faulty_dies"] = [[draw(st.integers(0, rows - 1)), draw(st.integers(0, cols - 1))]]
-    n = draw(st.integers(3, 5))
-    flows = [[i, j, float(draw(st.integers(0, 9)))] for i in range(n) for j in range(n) if i != j]
-    flows = [f for f in flows if f[2] > 0] or [[0, 1, 1.0]]
-    pairs = [[0, n - 1, float(draw(st.integers(1, 4)))]] if draw(st.booleans()) else []
-    try:
-        return loaded(mesh=mesh, tile=tiles, stages=n, flows=flows, pairs=pairs).instance
-    except InstanceError:      # the stages do not fit the shapes: the whole healthy mesh then
-        return loaded(mesh={"rows": rows, "cols": cols}, tile=[1, 1], stages=n, flows=flows, pairs=pairs).instance
-
-
 def search_node_qpb(space: TileSpace, stages: list[int], slots: list[int]) -> tuple[float, list]:
     """The search's QPB of the node fixing stages -> slots (its last pair as the child)."""
     search = BranchAndBound(space.inst, SolveOptions(quiet=True).start())
     out = search.node_qpbs(space, TileSearch(space), stages, slots[:-1], np.array([slots[-1]]), np.array([-math.inf]))
     return out[slots[-1]]
-
-
-def best_completion(space: TileSpace, stages: list[int], slots: list[int]) -> float:
-    """The least base objective over the assignments that keep stages -> slots (brute force)."""
-    free_stages = [i for i in range(space.n) if i not in stages]
-    free_slots = [k for k in range(space.m) if k not in slots]
-    rows = []
-    for chosen in permutations(free_slots, len(free_stages)):
-        row = np.empty(space.n, dtype=int)
-        row[stages], row[free_stages] = slots, chosen
-        rows.append(row)
-    return float(space.fit.base(np.array(rows)).min())
 
 
 @PROPERTY

@@ -893,3 +893,30 @@ def test_a_fixed_layout_baseline_without_a_layout_is_bad_input(method, tmp_path,
     out = tmp_path / "out.json"
     assert main(["solve", str(path), "--method", method, "--quiet", "--out", str(out)]) == 2
     assert f"{method} needs a fixed layout" in capsys.readouterr().err and not out.exists()
+
+
+def test_megatron_recomputes_only_what_memory_needs():
+    """A 7B GQA model on 32 GPUs fits without recomputation: the baseline keeps none (as a
+    practitioner would), so it is no slower than MG-wafer or than any recomputation it could force."""
+    scenario = {"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 4},
+                "model": {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "vocab": 32000, "mlp": "swiglu"},
+                "training": {"seq": 4096, "micro_batch": 1, "global_batch": 128}, "parallel": {"tp": 8, "pp": 1, "dp": 4}}
+    chosen = wafopt.solve(wafopt.load(scenario), "megatron")
+    assert "no recomputation" in chosen.message
+    forced = {policy: wafopt.solve(wafopt.load(dict(scenario, training=dict(scenario["training"], recompute=policy))),
+                                   "megatron").objective for policy in ("none", "selective", "full")}
+    assert chosen.objective == forced["none"] < forced["selective"] < forced["full"]
+    assert chosen.objective <= wafopt.solve(wafopt.load(scenario), "mg-wafer").objective
+    # a 32K sequence does not fit without it: the least recomputation that does
+    longer = dict(scenario, training={"seq": 32768, "micro_batch": 1, "global_batch": 128})
+    assert "selective recomputation (none does not fit)" in wafopt.solve(wafopt.load(longer), "megatron").message
+
+
+def test_megatron_names_only_the_micro_batch_sizes_it_tried():
+    # 16 / 8 = 2 micro-batches: not a multiple of pp 4, so interleave 2 rules size 8 out
+    scenario = {"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 4},
+                "model": {"layers": 8, "hidden": 1024, "heads": 16, "vocab": 32000},
+                "training": {"seq": 2048, "micro_batch": [1, 2, 8], "global_batch": 16},
+                "parallel": {"tp": 8, "pp": 4, "dp": 1, "interleave": 2}}
+    message = wafopt.solve(wafopt.load(scenario), "megatron").message
+    assert "(fastest of 1, 2)" in message and "mb8" not in message

@@ -324,3 +324,27 @@ def test_workload_uses_the_scenarios_tp_scheme_and_sequences_fit_the_learned_pos
     too_long = dict(scenario, training={"seq": 4096, "micro_batch": 1, "global_batch": 64})
     with pytest.raises(InstanceError, match="2048 learned positions"):
         parse_instance(too_long)
+
+
+def test_workload_follows_the_scenarios_interleave_as_the_evaluator_does(tmp_path):
+    import json
+
+    import wafopt
+    from wafopt.api import workload
+
+    scenario = {"problem": "plan", "cluster": {"preset": "dgx-a100-80g", "nodes": 8}, "model": "llama3-70b",
+                "training": {"seq": 8192, "micro_batch": 1, "global_batch": 128, "flash_attention": True,
+                             "recompute": "selective", "sequence_parallel": True},
+                "parallel": {"tp": 8, "pp": 4, "dp": 2, "interleave": 5}}
+    path = tmp_path / "interleaved.yaml"
+    path.write_text(json.dumps(scenario))
+    report = workload(path)
+    assert report["layout"]["interleave"] == 5
+    # 1F1B interleaved keeps 1 + (p - 1) / (p v) times as many micro-batches in flight on stage 0
+    assert report["per_stage"][0]["inflight"] == pytest.approx(4 * (1 + 3 / 20))
+    evaluated = wafopt.solve(wafopt.load(path), "megatron").solution.evaluation["details"]["memory"]
+    assert report["per_stage"][0]["memory_bytes"] == pytest.approx(evaluated[0]["bytes"], rel=1e-9)   # GPU [0, 0]: stage 0
+    assert workload(path, pp=2, dp=4)["layout"]["interleave"] == 1     # another pipeline: no virtual stages
+    for flag in ("tp", "pp", "dp"):
+        with pytest.raises(InstanceError, match=f"--{flag}"):
+            workload(path, **{flag: 0})

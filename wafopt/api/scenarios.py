@@ -46,7 +46,8 @@ def workload(path: str | Path, tp: int | None = None, pp: int | None = None, dp:
              micro_batch: int | None = None, sequence_parallel: bool = False, recompute: str | None = None,
              tp_scheme: str | None = None) -> dict:
     """The per-operator cost table of a scenario's layout (by default its `parallel:`, with its
-    tp_scheme, else Megatron's; degrees left out are 1): per operator, per layer and per stage.
+    tp_scheme and interleave, else Megatron's; degrees left out are 1): per operator, per layer and
+    per stage.
     Sequence parallelism and recomputation as the scenario's `training` sets them unless given."""
     sc = scenario(path).instance
     recompute = recompute or sc.training.recompute_policy or "none"
@@ -61,16 +62,18 @@ def workload(path: str | Path, tp: int | None = None, pp: int | None = None, dp:
                        "--micro-batch")   # the same batch checks as a scenario file
     given = sc.parallel
     asked = {"tp": tp, "pp": pp, "dp": dp}
-    layout = {k: asked[k] or (getattr(given, k) if given else 1) for k in ("tp", "pp", "dp")}
+    layout = {k: asked[k] if asked[k] is not None else (getattr(given, k) if given else 1) for k in ("tp", "pp", "dp")}
     for k, v in layout.items():
         if v <= 0:
             raise InstanceError(f"must be a positive integer, got {v}", f"--{k}")
+    # the scenario's virtual stages, unless --pp changes the pipeline they split
+    interleave = given.interleave if given and given.interleave and layout["pp"] == given.pp else 1
     why = sequence_parallel_violation(training.seq, layout["tp"]) if training.sequence_parallel else None
     if why:   # the layout rules the evaluator applies (a micro-batch size outside the list is a what-if)
         raise InstanceError(why, "--sequence-parallel" if sequence_parallel else "--tp")
     scheme = tp_scheme or sc.fixed.tp_scheme or "megatron"
     return workload_report(sc.llm, training, sc.wafer, layout["tp"], layout["pp"], layout["dp"],
-                           recompute, scheme)
+                           recompute, scheme, interleave)
 
 
 @dataclass

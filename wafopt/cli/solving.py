@@ -81,7 +81,12 @@ class Solve(Command):
         note_no_time_limit([args.method], args)
         announce = None if options.quiet else (f"solving {args.instance} ({loaded.problem}) with {args.method}"
                                                + (f", time limit {args.time_limit:g} s" if args.time_limit else ""))
-        result, out, note, interrupted = run_and_save(loaded, args.method, options, out=args.out, announce=announce)
+        try:
+            result, out, note, interrupted = run_and_save(loaded, args.method, options, out=args.out, announce=announce)
+        except InstanceError as exc:   # a field of the instance the method cannot use: name the file too
+            if exc.where and not exc.where.startswith(("-", str(args.instance))):
+                raise InstanceError(exc.reason, f"{args.instance}: {exc.where}") from None
+            raise
         if args.json:
             print(json.dumps(result.solution.to_dict(), indent=1))
         else:

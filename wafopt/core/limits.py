@@ -19,10 +19,12 @@ MAX_VALUE_CHARS = 60            # the offending value quoted in a message
 # --- sizes ----------------------------------------------------------------------------------
 MAX_MESH_SIDE = 256             # rows, cols of a mesh or wafer
 MAX_DIES = 4096                 # rows * cols: the hop-distance matrix stays at 128 MB (int64)
+MAX_GPUS = 16384                # a cluster's nodes * GPUs per node (solving 16K GPUs takes about a minute)
 MAX_STAGES = 1024               # pipeline stages of a kernel instance
 MAX_UNITS = 256                 # operator units of a recompute instance
 MAX_LAYERS = 10_000             # layers of a stage or of an LLM
 MAX_MICROBATCHES = 1_000_000    # micro-batches per iteration, in-flight micro-batches
+MAX_SCENARIO_MICROBATCHES = 65_536  # ... of a scenario (global batch / micro-batch): its schedule is simulated
 MAX_FLOWS = 10_000              # flows of a placement or routing instance
 MAX_TILE_SHAPES = 64            # candidate tile shapes of a placement instance
 MAX_DETOUR = 8                  # extra hops of a routing path (path enumeration is exponential in it)

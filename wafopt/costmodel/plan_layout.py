@@ -179,14 +179,15 @@ def prepare(scenario: Scenario, plan: dict) -> Prepared:
     stages = work.stages
 
     owner: dict[Die, int] = {}
+    device, system = scenario.wafer.device, "cluster" if scenario.wafer.system == "cluster" else "mesh"
     for r, pipe in enumerate(layout.pipelines):
         for i, dies in enumerate(pipe):
             for d in dies:
                 if not mesh.is_healthy(d):
-                    violations.append(f"stage {i} of pipeline {r} uses die {list(d)}, which is "
-                                      f"{'faulty' if mesh.contains(d) else 'outside the mesh'}")
+                    violations.append(f"stage {i} of pipeline {r} uses {device} {list(d)}, which is "
+                                      f"{'faulty' if mesh.contains(d) else 'outside the ' + system}")
                 elif d in owner:
-                    violations.append(f"die {list(d)} is used twice")
+                    violations.append(f"{device} {list(d)} is used twice")
                 owner[d] = i
             why = group_violation(scenario.wafer, dies)
             if why:

@@ -93,8 +93,8 @@ def _layer_summary(table: LayerTable, work: LayoutWorkload, policy: str) -> dict
 
 
 def workload_report(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int, dp: int = 1,
-                    policy: str = "none", scheme: str = "megatron") -> dict:
-    work = build_workload(llm, training, wafer, tp, pp, dp, scheme)
+                    policy: str = "none", scheme: str = "megatron", interleave: int = 1) -> dict:
+    work = build_workload(llm, training, wafer, tp, pp, dp, scheme, interleave=interleave)
     recompute_row(work.stages[0], policy)   # checks the policy name
     kinds: dict[str, tuple[LayerTable, int]] = {}
     for s in work.stages:
@@ -115,7 +115,8 @@ def workload_report(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int
             "optimizer_s": s.optimizer_s, "tp_bytes_per_layer": s.tp_bytes_per_layer(row)})
     return {
         "model": llm.name, "wafer": wafer.name, "system": wafer.system,
-        "layout": {"tp": tp, "pp": pp, "dp": dp, "microbatches": work.microbatches, "tp_scheme": scheme},
+        "layout": {"tp": tp, "pp": pp, "dp": dp, "interleave": interleave, "microbatches": work.microbatches,
+                   "tp_scheme": scheme},
         "training": {"seq": training.seq, "micro_batch": training.micro_batch,
                      "global_batch": training.global_batch, "attention": training.attention,
                      "sequence_parallel": training.sequence_parallel,

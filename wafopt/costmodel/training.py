@@ -12,7 +12,7 @@ from pydantic import BeforeValidator, model_validator
 
 from wafopt.core.errors import InstanceError
 from wafopt.core.files import excerpt
-from wafopt.core.limits import MAX_COUNT
+from wafopt.core.limits import MAX_COUNT, MAX_SCENARIO_MICROBATCHES
 from wafopt.core.schema import (
     Flag,
     Record,
@@ -193,6 +193,10 @@ class TrainingSpec(Record):
             if training.global_batch % b:
                 raise InstanceError(f"must be a multiple of micro_batch {b}, got {training.global_batch}",
                                     at("global_batch"))
+        if training.global_batch // min(sizes) > MAX_SCENARIO_MICROBATCHES:
+            raise InstanceError(f"{training.global_batch} / micro_batch {min(sizes)} = "
+                                f"{training.global_batch // min(sizes):,} micro-batches an iteration, more than the "
+                                f"limit of {MAX_SCENARIO_MICROBATCHES:,}", at("global_batch"))
         return training
 
     @classmethod

@@ -20,7 +20,14 @@ from typing import Any, ClassVar
 import yaml
 
 from wafopt.core.errors import InstanceError
-from wafopt.core.limits import MAX_AMOUNT, MAX_DIES, MAX_LAYERS, MAX_MESH_SIDE, MIN_RATE
+from wafopt.core.limits import (
+    MAX_AMOUNT,
+    MAX_DIES,
+    MAX_GPUS,
+    MAX_LAYERS,
+    MAX_MESH_SIDE,
+    MIN_RATE,
+)
 from wafopt.core.schema import (
     Entries,
     Flag,
@@ -231,7 +238,8 @@ def _mesh_of(wafer: Wafer) -> Mesh:
     links = [tuple(sorted(link)) for link in wafer.faulty_links]
     return Mesh.build(wafer.rows, wafer.cols, sorted(wafer.faulty_dies), sorted(links),
                       wafer.link_bandwidth, wafer.link_latency, where=f"wafer {wafer.name}",
-                      max_side=MAX_DIES if wafer.system == "cluster" else MAX_MESH_SIDE)
+                      max_side=MAX_GPUS if wafer.system == "cluster" else MAX_MESH_SIDE,
+                      max_dies=MAX_GPUS if wafer.system == "cluster" else MAX_DIES)
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,8 +266,9 @@ def _merged_spec(spec: Any, presets: dict, where: str, sizing: tuple[str, ...] =
     """Turn a spec into (full inline mapping, where-path of its fields).
 
     A preset entry is copied and overridden by the other keys of the spec, so one record
-    (LLMSpec, WaferSpec) validates presets, overrides and inline specs alike. Overriding a key of
-    `sizing` (how many of the machine: a cluster's nodes) keeps the preset's name.
+    (LLMSpec, WaferSpec) validates presets, overrides and inline specs alike; a mapping (an
+    efficiency table) is overridden key by key. Overriding a key of `sizing` (how many of the
+    machine: a cluster's nodes) keeps the preset's name.
     """
     known = ", ".join(presets)
     if isinstance(spec, str):
@@ -277,8 +286,15 @@ def _merged_spec(spec: Any, presets: dict, where: str, sizing: tuple[str, ...] =
     base = {"name": name, **copy.deepcopy(presets[name])}
     if set(overrides) - set(sizing) and "name" not in overrides:
         base["name"] = f"{name} (modified)"  # a changed preset must not pass for the original
-    base.update(overrides)
+    for key, value in overrides.items():
+        base[key] = {**base[key], **value} if isinstance(base.get(key), dict) and isinstance(value, dict) else value
     return base, where
+
+
+def default_ffn_hidden(hidden: int, mlp: str) -> int:
+    """Megatron-LM's MLP width when none is given: 4h, or for SwiGLU 2/3 of it rounded down to a
+    multiple of 64 (megatron/training/arguments.py, `--ffn-hidden-size`)."""
+    return 4 * hidden if mlp == "gelu" else max(64, (8 * hidden // 3) // 64 * 64)
 
 
 class LLMSpec(Record):
@@ -292,7 +308,7 @@ class LLMSpec(Record):
     hidden: count(positive=True)
     heads: count(positive=True)
     kv_heads: count(positive=True) = None   # default: heads (MHA)
-    ffn_hidden: count(positive=True)
+    ffn_hidden: count(positive=True) = None   # default: Megatron-LM's (default_ffn_hidden)
     vocab: count(positive=True)
     mlp: text(*MLP_KINDS) = "gelu"
     experts: count(positive=True) = 1
@@ -321,7 +337,8 @@ class LLMSpec(Record):
             raise InstanceError(f"{self.experts} experts need moe_every >= 1, got 0", at("moe_every"))
         if self.dense_layers > self.layers:
             raise InstanceError(f"must be <= layers {self.layers}, got {self.dense_layers!r}", at("dense_layers"))
-        return LLM(self.name, self.layers, self.hidden, heads, kv_heads, self.ffn_hidden, self.vocab, self.mlp,
+        ffn_hidden = self.ffn_hidden if self.ffn_hidden is not None else default_ffn_hidden(self.hidden, self.mlp)
+        return LLM(self.name, self.layers, self.hidden, heads, kv_heads, ffn_hidden, self.vocab, self.mlp,
                    self.experts, self.top_k, self.moe_every, self.dense_layers, self.expert_ffn_hidden,
                    self.tied_embeddings, self.max_positions, self.source)
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from wafopt.core.errors import InstanceError
+from wafopt.core.limits import MAX_GPUS
 from wafopt.core.schema import Record, count, field_at, quantity, text, validate
 from wafopt.hardware.catalog import GB, TB_PER_S, TFLOPS, US, Wafer, _load, _merged_spec
 from wafopt.hardware.efficiency import EfficiencySpec, parse_efficiency
 
 GB_PER_S = 1e9
-MAX_NODES = 4096
+MAX_NODES = MAX_GPUS
 DEFAULT_EFFICIENCY_PRESET = "dgx-a100-80g"   # published A100 figures (docs/workload.md, "Efficiency")
 
 
@@ -43,6 +44,9 @@ class ClusterSpec(Record):
     source: text() = "user-defined"
 
     def build(self, where: str) -> Wafer:
+        if self.nodes * self.gpus_per_node > MAX_GPUS:
+            raise InstanceError(f"{self.nodes} nodes x {self.gpus_per_node} GPUs = {self.nodes * self.gpus_per_node:,} "
+                                f"GPUs, more than the limit of {MAX_GPUS:,}", field_at(where, "nodes"))
         efficiency = self.efficiency
         if efficiency is None:
             efficiency = _load("clusters.yaml")[DEFAULT_EFFICIENCY_PRESET]["efficiency"]

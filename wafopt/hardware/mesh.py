@@ -43,16 +43,16 @@ class Mesh:
     @classmethod
     def build(cls, rows: int, cols: int, faulty_dies: Iterable = (), faulty_links: Iterable = (),
               link_bandwidth: float = 1.0, link_latency: float = 0.0, where: str = "mesh",
-              max_side: int = MAX_MESH_SIDE) -> "Mesh":
+              max_side: int = MAX_MESH_SIDE, max_dies: int = MAX_DIES) -> "Mesh":
         """Validated constructor: faults must lie in the mesh, faulty links join neighbours
-        (`max_side`: a GPU cluster's nodes are rows, so its side may exceed a wafer's)."""
+        (`max_side`, `max_dies`: a GPU cluster's nodes are rows, and its size may exceed a wafer's)."""
         for name, value in (("rows", rows), ("cols", cols)):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise InstanceError(f"must be a positive integer, got {value!r}", f"{where}.{name}")
             if value > max_side:
                 raise InstanceError(f"must be <= {max_side} (limit), got {value!r}", f"{where}.{name}")
-        if rows * cols > MAX_DIES:
-            raise InstanceError(f"{rows} x {cols} = {rows * cols:,} dies, more than the limit of {MAX_DIES:,}",
+        if rows * cols > max_dies:
+            raise InstanceError(f"{rows} x {cols} = {rows * cols:,} dies, more than the limit of {max_dies:,}",
                                 where)
         if not link_bandwidth > 0:
             raise InstanceError(f"must be positive, got {link_bandwidth!r}", f"{where}.link_bandwidth")

@@ -1,8 +1,8 @@
 """Megatron-LM baselines for a fixed (tp, pp, dp) layout.
 
 - `megatron`: Megatron-LM as practised today (Korthikanti et al. 2022; Narayanan et al. 2021):
-  sequence parallelism (unless the scenario fixes it), selective recomputation, full
-  recomputation only where selective does not fit (or what `training.recompute` forces),
+  sequence parallelism (unless the scenario fixes it), the least recomputation that fits (none,
+  else selective, else full; or what `training.recompute` forces),
   FlashAttention where the scenario enables it, Megatron TP (TATP where the scenario's
   `parallel.tp_scheme` fixes it), and interleaved 1F1B (Narayanan
   et al. 2021, Sec. 2.2.2) as `parallel.interleave` fixes it, else when it helps: every legal
@@ -60,16 +60,19 @@ def _idle_note(scenario: Scenario) -> str:
 
 
 def _recompute(scenario: Scenario, choice: Choice):
-    """The recompute rows: forced, none, selective where it fits, else full."""
+    """The recompute rows: forced, else the least recomputation that fits (none, selective, full)."""
     training = scenario.training
     work = scenario.workload(choice)
     if training.recompute_policy is not None:
         return [s.policy_row(training.recompute_policy) for s in work.stages], training.recompute_policy
     if not training.recompute:
         return None, "no recomputation (forbidden)"
+    capacity = scenario.wafer.dram_capacity
+    if all(s.memory_bytes(s.policy_row("none")) <= capacity for s in work.stages):
+        return [s.policy_row("none") for s in work.stages], "no recomputation (it fits)"
     selective = [s.policy_row("selective") for s in work.stages]
-    if all(s.memory_bytes(row) <= scenario.wafer.dram_capacity for s, row in zip(work.stages, selective)):
-        return selective, "selective recomputation"
+    if all(s.memory_bytes(row) <= capacity for s, row in zip(work.stages, selective)):
+        return selective, "selective recomputation (none does not fit)"
     return [s.policy_row("full") for s in work.stages], "full recomputation (selective does not fit)"
 
 
@@ -107,6 +110,7 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
                 for v in legal_interleaves(scenario.llm, par.pp, training.global_batch // (b * par.dp),
                                            scenario.fixed.interleave)}
     several_sizes = len(training.micro_batches) > 1
+    sizes = sorted({b for b, _ in settings})     # those with a legal interleave
 
     def label(b: int, v: int, placement: str) -> str:
         return " ".join(([f"mb{b}"] if len(sizes) > 1 else []) + ([f"v{v}"] if len(settings) > len(sizes) else [])

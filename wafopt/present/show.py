@@ -12,6 +12,7 @@ from wafopt.core.solution import is_solution_file, locate_instance, read_solutio
 from wafopt.present.pictures import DRAW, save_picture
 from wafopt.problems import load
 from wafopt.run.methods import methods
+from wafopt.run.runner import not_applicable
 
 
 def show(target: str, problem: str | None = None, png: str | None = None, instance: str | None = None) -> dict:
@@ -44,7 +45,7 @@ def show(target: str, problem: str | None = None, png: str | None = None, instan
     module = loaded.module
     if hasattr(module, "summary"):
         info["summary"] = module.summary(loaded.instance)
-    info["methods"] = list(methods(loaded.problem))
+    info["methods"] = [m for m in methods(loaded.problem) if not_applicable(loaded, m) is None]
     if png:
         if loaded.problem not in DRAW:
             raise InstanceError(f"no picture is defined for problem {loaded.problem}", "--png")

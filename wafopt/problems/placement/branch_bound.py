@@ -1,5 +1,6 @@
 """Branch and bound over stage-to-slot assignments: the bound of a node, the symmetries that may
-prune, and the search tree as a certificate (WATOS Eq. 2 placement; Gilmore-Lawler bound).
+prune, and the search tree as a certificate (WATOS Eq. 2 placement; Gilmore-Lawler and
+projected eigenvalue bounds).
 
 A node fixes some stages to slots of one tile shape. Its bound is
     fixed cost      sum over fixed pairs {i, j} of C[i][j] D(slot i, slot j)            (exact)
@@ -11,6 +12,9 @@ A node fixes some stages to slots of one tile shape. Its bound is
   + routing-conflict penalty among the fixed stages (Eq. 2 gamma): the union of the flows' routes
     only grows as stages are fixed, so the penalty of a pair whose ends are both fixed, counted
     against the routes of the fixed flows, never decreases.
+Where proven (integer data: TileSpace.pb_valid) a child's bound may also be its projected
+eigenvalue bound (pb_children): the checker computes it for every leaf whose Gilmore-Lawler bound
+is below the claimed value.
 A complete assignment's bound is its full Eq. 2 objective. With integer weights, distances and
 Mem_pair volumes every objective is an integer and bounds are rounded up.
 
@@ -53,7 +57,14 @@ from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound
 from wafopt.problems.certificates import float_down
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
-from wafopt.problems.placement.projected import entry_value, node_entry_value
+from wafopt.problems.placement.projected import (
+    entry_value,
+    node_entry_value,
+    pb_float,
+    pb_node,
+    pb_node_exact_sizes,
+    tile_matrices,
+)
 
 FLOAT_ERROR = 1e-9    # relative error of a float bound's sums (far below the rule's REL_TOL)
 MAX_TREE_TOKENS = 5_000_000   # a certificate's tree beyond this is refused (checking it would take hours)
@@ -240,6 +251,45 @@ class TileSpace:
         bound[cheap_only], exact[cheap_only] = screened[cheap_only], False
         return bound, exact, completion
 
+    @cached_property
+    def pb_valid(self) -> bool:
+        """Whether a node's projected eigenvalue bound is proven in floats here (pb_node): integer
+        data whose largest node problem stays exact."""
+        if not self.integral or self.n < 3 or not np.array_equal(self.D, self.D.T):
+            return False
+        A, B = tile_matrices(self.C, self.D)
+        worst_linear = np.full((self.m, self.m), 2 * np.abs(self.C).sum() * float(np.abs(self.D).max()))
+        return pb_node_exact_sizes(A, B, worst_linear)
+
+    @cached_property
+    def pb_pays(self) -> bool:
+        """Whether the search gives nodes the projected eigenvalue bound: proven here, and at the
+        root above Gilmore-Lawler (on instances whose flows lack the spectral structure PB relies
+        on, such as scr20 and ste36a, it is far below)."""
+        return self.pb_valid and pb_float(*tile_matrices(self.C, self.D)) / 2 > root_bound(self)
+
+    def pb_children(self, stages: list[int], slots: list[int], branch: int, kids: np.ndarray) -> np.ndarray:
+        """The projected eigenvalue bound (base objective, unrounded) of the children of one node
+        that put stage `branch` in each slot of `kids`: (PB of the free stages on the free slots
+        with the cost of talking to the fixed ones, pb_node, + the fixed stages' own cost) / 2,
+        plus the routing-conflict penalty among the fixed stages. Needs pb_valid."""
+        kids = np.asarray(kids, dtype=int)
+        A, B = tile_matrices(self.C, self.D)
+        fixed = np.array(list(stages) + [branch], dtype=int)
+        places = np.empty((len(kids), len(fixed)), dtype=int)
+        places[:, :-1], places[:, -1] = slots, kids
+        rows = np.setdiff1d(np.arange(self.m), fixed)                 # free stages, then the dummies
+        used = np.zeros((len(kids), self.m), dtype=bool)
+        used[np.arange(len(kids))[:, None], places] = True
+        free = np.nonzero(~used)[1].reshape(len(kids), -1)            # each child's free slots
+        talk = A[np.ix_(rows, fixed)] + A[np.ix_(fixed, rows)].T
+        L = talk[None] @ B[places[:, :, None], free[:, None, :]]      # as projected.node_problem
+        K = (A[np.ix_(fixed, fixed)][None] * B[places[:, :, None], places[:, None, :]]).sum(axis=(1, 2))
+        slot_of = np.full((1, self.n), -1)
+        slot_of[0, list(stages)] = slots
+        penalty = self._penalty(slot_of, np.array([branch]), np.zeros(len(kids), dtype=int), kids)
+        return (pb_node(A[np.ix_(rows, rows)], B[free[:, :, None], free[:, None, :]], L) + K) / 2 + penalty
+
     def _penalty(self, slot_of: np.ndarray, branch: np.ndarray, node: np.ndarray, kid: np.ndarray) -> np.ndarray:
         """Routing-conflict penalty among the fixed stages of children (slot_of: (B, n) the parents'
         slots, -1 where free; child s adds branch[node[s]] at kid[s]): a lower bound of every
@@ -390,6 +440,13 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float, floors: dict | No
                 np.array([node[1] for node in chunk], dtype=int).reshape(len(chunk), d),
                 np.array([node[2] for node in chunk]), np.array([node[3] for node in chunk]), cutoff=claimed)
             raised = np.maximum(np.where(exact, bound, np.maximum(bound, claimed)), [node[4] for node in chunk])
+            if space.pb_valid:      # a leaf below the claim may hold by the projected eigenvalue bound
+                for b, node in enumerate(chunk):
+                    short = np.flatnonzero(raised[b] < claimed) if d + 1 < space.n else []
+                    if len(short):
+                        kids = np.asarray(node[3])[short]
+                        raised[b, short] = np.maximum(raised[b, short],
+                                                      space.pb_children(node[0], node[1], node[2], kids))
             least = min(least, float(raised.min()))
     return least
 
@@ -417,10 +474,13 @@ def root_bound(space: TileSpace) -> float:
 
 
 def node_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
-    """The bound of one node (its last fixed stage is the branch from its parent)."""
+    """The bound of one node (its last fixed stage is the branch from its parent): Gilmore-Lawler,
+    or the projected eigenvalue bound where it is proven and higher."""
     if not stages:
         return root_bound(space)
     bound, _, _ = space.children(stages[:-1], slots[:-1], stages[-1], np.asarray(slots[-1:]))
+    if space.pb_valid and len(stages) < space.n:
+        return max(float(bound[0]), float(space.pb_children(stages[:-1], slots[:-1], stages[-1], slots[-1:])[0]))
     return float(bound[0])
 
 

@@ -36,6 +36,11 @@ backward error bound of Cholesky and an entrywise bound on the error of forming 
 constant and the LAP are evaluated exactly (floats are integers over powers of two), the LAP by
 weak duality of float potentials. Every stored number is checked: the stored value of each tile
 must agree with the re-derived one.
+
+Branch-and-bound nodes use PB proven in floats instead (pb_node; nothing is stored, the checker
+recomputes it): proven radii of the eigenvalues (eigen_enclosure: Weyl's and Ostrowski's theorems
+on the float residuals) bound the minimal scalar product, and the assignment part is exact on
+integer costs.
 """
 
 from __future__ import annotations
@@ -322,6 +327,105 @@ def pb_float(A: np.ndarray, B: np.ndarray, L: np.ndarray | None = None) -> float
         cost = cost + L
     row, col = linear_sum_assignment(cost)
     return float(alpha @ beta + cost[row, col].sum() - A.sum() * B.sum() / m ** 2)
+
+
+# --- PB of a branch-and-bound node, proven in floats ----------------------------------------------
+
+def eigen_enclosure(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenvalues of symmetric matrices M (m x m, or a stack of them) held exactly in floats,
+    ascending, each with a proven radius: the k-th computed value lies within radius_k of the k-th
+    true one. From the computed U, L (numpy's eigh): Weyl's theorem bounds
+    |lambda_k(M) - lambda_k(U L U^T)| by ||M - U L U^T||_2, and Ostrowski's theorem puts
+    lambda_k(U L U^T) = theta_k L_k with |theta_k - 1| <= ||U^T U - I||_2; both norms are bounded
+    above by Frobenius norms of the float residuals plus their entrywise rounding bounds (Higham
+    2002, Sec. 3.5)."""
+    m = M.shape[-1]
+    values, U = np.linalg.eigh(M)
+    absU, Ut = np.abs(U), np.swapaxes(U, -1, -2)
+    scaled = U * values[..., None, :]
+    residual = norm_up(M - scaled @ Ut) + norm_up(
+        gamma(m + 2) * ((absU * np.abs(values)[..., None, :]) @ np.swapaxes(absU, -1, -2) + np.abs(M)))
+    gram = Ut @ U - np.eye(m)
+    drift = norm_up(gram) + norm_up(gamma(m + 2) * (np.swapaxes(absU, -1, -2) @ absU + 1.0))
+    return values, (residual[..., None] + drift[..., None] * np.abs(values)) * (1 + 1e-9)
+
+
+def norm_up(M: np.ndarray):
+    """An upper bound of the Frobenius norm of M (of each matrix of a stack) computed in floats."""
+    return np.sqrt(np.square(M).sum(axis=(-2, -1))) * (1 + gamma(M.shape[-1] * M.shape[-2] + 2)) + 1e-300
+
+
+def _without_zero(values: np.ndarray, radius: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The spectrum of Q M Q is that of the projected matrix plus an exact 0 (eigenvector e): for
+    enclosures (k x m) the rows with one entry removed, one for each entry that may be that 0, and
+    the matrix each row comes from."""
+    owner, drop = np.nonzero(np.abs(values) <= radius)
+    keep = np.ones((len(owner), values.shape[1]), dtype=bool)
+    keep[np.arange(len(owner)), drop] = False
+    shape = (len(owner), values.shape[1] - 1)
+    return values[owner][keep].reshape(shape), radius[owner][keep].reshape(shape), owner
+
+
+def _least_scalar_products(a: np.ndarray, ra: np.ndarray, b: np.ndarray, rb: np.ndarray,
+                           owner: np.ndarray, count: int) -> np.ndarray:
+    """Lower bounds of min over orthogonal Y of <diag(alpha), Y diag(beta) Y^T> = sum of alpha
+    ascending times beta descending, for every alpha_k within ra_k of a_k and beta_k within rb_k
+    of b_k (rows of candidates, each ascending), less the float error of the sum: for each of
+    `count` matrices the least over the rows of a and its own rows of b (`owner`)."""
+    a, ra = a[:, None, :], ra[:, None, :]
+    b, rb = b[None, :, ::-1], rb[None, :, ::-1]
+    corners = np.stack([(a - ra) * (b - rb), (a - ra) * (b + rb), (a + ra) * (b - rb), (a + ra) * (b + rb)])
+    sums = corners.min(axis=0).sum(axis=2) - gamma(a.shape[2] + 2) * np.abs(corners).max(axis=0).sum(axis=2)
+    out = np.full(count, np.inf)
+    np.minimum.at(out, owner, sums.min(axis=0))
+    out[np.isinf(out)] = -np.inf    # no entry may be the 0 (cannot happen): no bound
+    return out
+
+
+def _assignment_lower_int(cost: np.ndarray) -> np.ndarray:
+    """min over permutations of <cost_k, X> for integer costs (k x m x m, exact in floats):
+    scipy's assignments, their column potentials v by Bellman-Ford on the reduced costs, and the
+    Lagrangian value sum_i min_j (cost_ij - v_j) + sum_j v_j, a lower bound for any v (exact here)."""
+    k, m, _ = cost.shape
+    cols = np.array([linear_sum_assignment(c)[1] for c in cost])
+    on = np.take_along_axis(cost, cols[:, :, None], axis=2)          # cost of each row's own column
+    step = cost - on                                                  # arc from column cols[i] to column j
+    v = np.zeros((k, m))
+    for _ in range(m):
+        better = np.minimum(v, (np.take_along_axis(v, cols, axis=1)[:, :, None] + step).min(axis=1))
+        if np.array_equal(better, v):
+            break
+        v = better
+    return (cost - v[:, None, :]).min(axis=2).sum(axis=1) + v.sum(axis=1)
+
+
+def pb_node(A: np.ndarray, B: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """Proven lower bounds of min t(X) = tr(A X B X^T) + <L, X> over permutations (PB, module doc),
+    one per (B, L) of a stack (k x m x m; A shared), for integer A, B (symmetric), L whose
+    products below stay under 2^53 (pb_node_exact_sizes): with As = A + A^T and N = mI - ee^T,
+    the integer matrices N As N and N B N have the spectra of the projected matrices times 2m^2
+    and m^2 plus an exact 0; their enclosures (eigen_enclosure) bound the least scalar product,
+    and the assignment part is exact on m L + (As e)(B e)^T."""
+    m = A.shape[0]
+    if m < 2:
+        return L[:, 0, 0].astype(float) if m == 1 else np.zeros(len(L))
+    N = m * np.eye(m) - 1.0
+    As = A + A.T
+    values, radius = eigen_enclosure(N @ As @ N)
+    a, ra, _ = _without_zero(values[None], radius[None])
+    product = _least_scalar_products(a, ra, *_without_zero(*eigen_enclosure(N @ B @ N)), len(B))
+    assign = _assignment_lower_int(m * L + As.sum(axis=1)[None, :, None] * B.sum(axis=2)[:, None, :])
+    constant = float(A.sum()) * B.sum(axis=(1, 2))
+    scale = 2.0 * m ** 4
+    value = product / scale + assign / m - constant / m ** 2
+    return value - 8 * UNIT * (np.abs(product) / scale + np.abs(assign) / m + np.abs(constant) / m ** 2) - 1e-300
+
+
+def pb_node_exact_sizes(A: np.ndarray, B: np.ndarray, L: np.ndarray) -> bool:
+    """Whether pb_node's integer matrices stay exact in floats (every entry and row sum < 2^53)."""
+    m = A.shape[0]
+    top = max(1.0, float(np.abs(A).max(initial=0))) * 2 * max(1.0, float(np.abs(B).max(initial=0))) * (2 * m) ** 4
+    return top < MAX_EXACT and float(np.abs(L).max(initial=0)) * m * m + top < MAX_EXACT
 
 
 def tile_matrices(C: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
