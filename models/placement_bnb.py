@@ -845,5 +845,6 @@ def bnb(inst: PlacementInstance, options: SolveOptions, waves_in_process: bool =
         "feasible" if search.best.plan is not None else "unknown")
     certificate = Bound(bound, CERTIFICATE, "bnb-frontier", {"tiles": tiles}) if bound is not None else None
     options.incumbent(search.best.plan, certificate)
-    return MethodResult(search.best.plan, status, certificate, "wafopt bnb (Gilmore-Lawler and projected eigenvalue bounds, scipy LAP)",
+    return MethodResult(search.best.plan, status, certificate,
+                        "wafopt bnb (Gilmore-Lawler and projected eigenvalue bounds, scipy LAP)",
                         stats={"layouts": stats, "time_s": round(time.monotonic() - search.started, 3)})

@@ -103,10 +103,10 @@ def solve_megatron(scenario: Scenario, options: SolveOptions) -> MethodResult:
     sp = training.sequence_parallel if training.sequence_parallel_fixed else \
         par.tp > 1 and sequence_parallel_violation(training.seq, par.tp) is None
     scheme = scenario.fixed.tp_scheme or "megatron"
-    sizes = [b for b in training.micro_batches if training.global_batch % (b * par.dp) == 0]
+    dividing = [b for b in training.micro_batches if training.global_batch % (b * par.dp) == 0]
     # (micro-batch size, virtual stages) -> (recompute rows, what they are): every setting a user would try
     settings = {(b, v): _recompute(scenario, Choice(replace(par, interleave=v), micro_batch=b, sequence_parallel=sp))
-                for b in sizes
+                for b in dividing
                 for v in legal_interleaves(scenario.llm, par.pp, training.global_batch // (b * par.dp),
                                            scenario.fixed.interleave)}
     several_sizes = len(training.micro_batches) > 1
