@@ -204,3 +204,9 @@ def test_faults_outside_the_mesh():
 def test_spec_of_wrong_type():
     msg = _error(resolve_wafer, 42)
     assert "wafer" in msg and "42" in msg
+
+
+def test_a_multi_head_preset_keeps_multi_head_attention_when_its_heads_change():
+    llm = resolve_llm({"preset": "gpt3-6.7b", "heads": 52, "hidden": 6656})
+    assert llm.heads == llm.kv_heads == 52
+    assert resolve_llm("llama3-70b").kv_heads == 8      # a GQA preset names its KV heads

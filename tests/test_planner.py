@@ -920,3 +920,40 @@ def test_megatron_names_only_the_micro_batch_sizes_it_tried():
                 "parallel": {"tp": 8, "pp": 4, "dp": 1, "interleave": 2}}
     message = wafopt.solve(wafopt.load(scenario), "megatron").message
     assert "(fastest of 1, 2)" in message and "mb8" not in message
+
+
+@pytest.mark.parametrize("policy", ["selective", "full"])
+def test_a_forced_recomputation_is_composed_on_a_ring_no_tile_fits(policy):
+    """Two faulty dies leave no aligned tile of 10 on a 3 x 4 wafer, only the ring around them: the
+    baselines cannot seed a plan there, so the planner's own composition must honour the forced
+    policy (it ranked placements without recomputation, which the scenario forbids)."""
+    scenario = {"problem": "plan", "wafer": {"preset": "watos-config3", "rows": 3, "cols": 4,
+                                             "faulty_dies": [[1, 1], [1, 2]]},
+                "model": {"layers": 4, "hidden": 4000, "heads": 40, "kv_heads": 8, "vocab": 32000,
+                          "ffn_hidden": 10000, "mlp": "swiglu"},
+                "training": {"seq": 4000, "micro_batch": 1, "global_batch": 8, "recompute": policy},
+                "parallel": {"tp": 10, "pp": 1, "dp": 1, "tp_scheme": "tatp"}}
+    loaded = wafopt.load(scenario)
+    result = wafopt.solve(loaded, "plan", time_limit=30, seed=0)
+    assert result.plan is not None and result.status in ("feasible", "optimal")
+    ev = evaluate("plan", loaded.instance, result.plan)
+    assert ev.feasible and ev.objective == pytest.approx(result.objective)
+    work = loaded.instance.workload()
+    assert result.plan["recompute"] == [s.policy_row(policy) for s in work.stages]
+    assert result.bound.value <= result.objective
+
+
+def test_gcmr_says_why_when_a_stage_overflows_by_more_than_its_checkpoints():
+    """One die per stage and a tied 50K-token embedding on stage 0: its model state alone overflows
+    the die by more than the checkpoints it could move, so Mem_pair has nothing to offload. GCMR
+    says so; the planner, free to choose the micro-batch size, still finds a plan."""
+    scenario = {"problem": "plan", "wafer": {"rows": 2, "cols": 3, "die_tflops": 708, "dram_gb": 80,
+                                             "dram_bw_tbps": 2, "link_bw_tbps": 4},
+                "model": {"layers": 6, "hidden": 12288, "heads": 96, "vocab": 50257, "max_positions": 2048,
+                          "tied_embeddings": True},
+                "training": {"seq": 2048, "micro_batch": [1, 2, 4], "global_batch": 12},
+                "parallel": {"tp": 1, "pp": 3, "dp": 1}}
+    loaded = wafopt.load(scenario)
+    gcmr = wafopt.solve(loaded, "gcmr")
+    assert gcmr.plan is None and "holds only" in gcmr.message and "checkpoints" in gcmr.message
+    assert wafopt.solve(loaded, "plan", time_limit=30, seed=0).plan is not None

@@ -189,3 +189,10 @@ def test_workload_applies_the_sequence_parallel_rule(tmp_path, capsys):
     capsys.readouterr()
     assert main(["workload", str(path), "--sequence-parallel"]) == 2
     assert "--sequence-parallel: sequence parallelism splits the 2047-token sequence" in capsys.readouterr().err
+
+
+def test_a_fixed_pp_above_the_layer_count_is_refused_at_validation():
+    partial = {**TINY, "model": {"layers": 3, "hidden": 48, "heads": 6, "ffn_hidden": 96, "vocab": 500},
+               "parallel": {"pp": 4}}
+    with pytest.raises(Exception, match="parallel.pp: must be <= the 3 layers"):
+        parse_instance(partial)

@@ -207,6 +207,13 @@ def offload_records(inst, chunks: dict) -> list[dict]:
     return out
 
 
+def forced_recompute(fs: Scenario, scheme) -> list | None:
+    """The recompute rows of every stage when the scenario forces a policy (training.recompute:
+    selective | full), else None."""
+    policy = fs.training.recompute_policy
+    return None if policy is None else [s.policy_row(policy) for s in fs.workload(Choice(schemes=scheme)).stages]
+
+
 def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: SolveOptions) -> tuple[list, str]:
     """x over the workload's units with DRAM pooled over every healthy die (x `factor`)."""
     par = fs.parallel
@@ -218,6 +225,9 @@ def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: Solv
         raise InstanceError(why)
     if not fs.training.recompute:   # forbidden: every activation is kept, Mem_pair offloads the overflow
         return plan_recompute(fs, [[0] * len(kernel.units) for _ in kernel.stages]), "none (forbidden)"
+    rows = forced_recompute(fs, placement.get("tp_scheme"))
+    if rows is not None:            # forced: exactly that policy, Mem_pair offloads what still overflows
+        return rows, f"{fs.training.recompute_policy} (forced)"
     start = recompute_heuristics.solve_dp(kernel, options.sub())
     if start.plan is None:
         raise InstanceError(f"recompute DP: {start.message}")
@@ -402,7 +412,10 @@ def compose_layout(scenario: Scenario, choice: Choice, options: SolveOptions) ->
             if options.stopped() or (len(ranked) >= 2 and rank_until is not None and time.monotonic() > rank_until):
                 break   # ranking may not eat the budget the two best placements need
             candidate = dict(placement, tp_scheme=scheme)
-            ev = evaluate("plan", fs, candidate)   # time without recomputation ranks placements
+            rows = forced_recompute(fs, scheme)
+            if rows is not None:
+                candidate["recompute"] = rows
+            ev = evaluate("plan", fs, candidate)   # time without recomputation (or the forced one) ranks placements
             if ev.objective is not None:
                 ranked.append((ev.objective, f"{label} ({scheme})", candidate))
     ranked.sort(key=lambda t: t[0])

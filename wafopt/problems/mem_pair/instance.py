@@ -144,13 +144,17 @@ def sender_helper_split(scenario, placement: dict, x) -> tuple[list, list]:
     """(die, overflow) of every Sender and (die, spare) of every Helper, in bytes."""
     work = scenario.workload(Choice(schemes=placement.get("tp_scheme")))
     cap = scenario.wafer.dram_capacity
-    used = {}
+    used, movable = {}, {}
     for pipe in placement["pipelines"]:
         for i, dies in enumerate(pipe):
-            mem = work.stages[i].memory_bytes(x[i])
+            mem, kept = work.stages[i].memory_bytes(x[i]), work.stages[i].inflight_bytes(x[i])
             for d in dies:
-                used[tuple(d)] = mem
+                used[tuple(d)], movable[tuple(d)] = mem, kept
     senders = [(d, m - cap) for d, m in used.items() if m > cap]
+    for d, over in senders:
+        if over > movable[d]:      # the evaluator's rule: a die offloads only activation checkpoints
+            raise InstanceError(f"{scenario.wafer.device} {list(d)} is {over / 1e9:.3f} GB over its DRAM but holds only "
+                                f"{movable[d] / 1e9:.3f} GB of checkpoints, the only bytes offloading moves")
     helpers = [(d, cap - used.get(d, 0.0)) for d in scenario.mesh().healthy_dies if used.get(d, 0.0) < cap]
     return senders, helpers
 

@@ -44,6 +44,9 @@ def check_rules(llm, wafer, training, fixed: Fixed, where: str) -> None:
     why = tp_violation(llm, fixed.tp, wafer.parallel_rules, scheme) if fixed.tp is not None else None
     if why:
         raise InstanceError(why, at("parallel.tp"))
+    if fixed.pp is not None and fixed.pp > llm.layers:
+        raise InstanceError(f"must be <= the {llm.layers} layers of {llm.name} (a stage holds at least one), "
+                            f"got {fixed.pp}", at("parallel.pp"))
     if fixed.tp is not None and training.sequence_parallel_fixed and training.sequence_parallel:
         why = sequence_parallel_violation(training.seq, fixed.tp)
         if why:
