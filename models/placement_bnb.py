@@ -425,6 +425,7 @@ class BranchAndBound:
             self.offer(space, P[a], float(values[a]))
             self.improve(space, P[a])           # descent from the batch's best completion, kept if better
             self.threshold = _prune_threshold(space, self.best.value)
+        raised, qpbs = [], []
         for k, node in enumerate(nodes):
             bounds, exact = results[k][:2]
             if node in tree.floor:      # a child is bounded by its ancestor's QPB too
@@ -433,9 +434,14 @@ class BranchAndBound:
             if len(stages[k]) < self.node_qpb_depth:
                 qpb = self.node_qpbs(space, tree, list(stages[k]) + [int(branches[k])], list(slots[k]), kids[k], bounds)
                 bounds = np.maximum(bounds, [qpb[kid][0] if kid in qpb else -math.inf for kid in kids[k].tolist()])
-            if self.pb_wanted(len(stages[k]) + 1):
-                bounds = self.node_pbs(space, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], bounds, exact)
-            self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], bounds, exact, qpb=qpb)
+            raised.append(bounds)
+            qpbs.append(qpb)
+        if self.pb_wanted(stages.shape[1] + 1):     # the nodes of one batch have one depth
+            raised = self.node_pbs(space, stages, slots, branches, kids, raised,
+                                   [results[k][1] for k in range(len(nodes))])
+        for k, node in enumerate(nodes):
+            self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], raised[k],
+                        results[k][1], qpb=qpbs[k])
 
     def pb_wanted(self, depth: int) -> bool:
         """Whether children at `depth` get the projected eigenvalue bound: down to pb_depth, and
@@ -445,21 +451,27 @@ class BranchAndBound:
         counts = self.pb_counts.get(depth)
         return counts is None or counts[0] < PB_TRIAL or counts[1] >= PB_KEEP * counts[0]
 
-    def node_pbs(self, space: TileSpace, stages: list[int], slots: list[int], branch: int, kids: np.ndarray,
-                 bounds: np.ndarray, exact: np.ndarray) -> np.ndarray:
-        """The children's bounds raised to their projected eigenvalue bound, for the children whose
-        full Gilmore-Lawler bound the incumbent does not prune (counted in pb_counts)."""
-        short = np.flatnonzero(exact & (bounds < self.threshold))
-        if not len(short):
+    def node_pbs(self, space: TileSpace, stages: np.ndarray, slots: np.ndarray, branches: np.ndarray, kids: list,
+                 bounds: list, exact: list) -> list:
+        """The children's bounds of nodes of one depth raised to their projected eigenvalue bound,
+        for the children whose full Gilmore-Lawler bound the incumbent does not prune (counted in
+        pb_counts), all in one batch."""
+        shorts = [np.flatnonzero(e & (b < self.threshold)) for b, e in zip(bounds, exact)]
+        todo = [k for k, short in enumerate(shorts) if len(short)]
+        if not todo:
             return bounds
-        pb = space.pb_children(stages, slots, branch, kids[short])
-        counts = self.pb_counts.setdefault(len(stages) + 1, [0, 0, 0])
-        counts[0] += len(short)
-        counts[1] += int((pb > bounds[short] + PB_GAIN * abs(self.threshold)).sum())
-        counts[2] += int((pb >= self.threshold).sum())
-        bounds = np.array(bounds, dtype=float)
-        bounds[short] = np.maximum(bounds[short], pb)
-        return bounds
+        pbs = space.pb_children_batch([(list(stages[k]), list(slots[k]), int(branches[k]), kids[k][shorts[k]])
+                                       for k in todo])
+        counts = self.pb_counts.setdefault(stages.shape[1] + 1, [0, 0, 0])
+        out = list(bounds)
+        for k, pb in zip(todo, pbs):
+            short, before = shorts[k], bounds[k][shorts[k]]
+            counts[0] += len(short)
+            counts[1] += int((pb > before + PB_GAIN * abs(self.threshold)).sum())
+            counts[2] += int((pb >= self.threshold).sum())
+            out[k] = np.array(bounds[k], dtype=float)
+            out[k][short] = np.maximum(before, pb)
+        return out
 
     def node_qpbs(self, space: TileSpace, tree: TileSearch, stages: list[int], slots: list[int], kids: np.ndarray,
                   bounds: np.ndarray) -> dict:

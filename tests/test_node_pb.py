@@ -149,3 +149,11 @@ def test_waves_with_node_pb_give_one_answer(with_pb):
         assert result.status == "optimal" and result.bound.value == serial.bound.value
         assert result.plan == runs[0].plan and result.bound.data == runs[0].bound.data
         assert result.stats["layouts"]["1x1"]["node_pb"] == runs[0].stats["layouts"]["1x1"]["node_pb"]
+
+
+def test_pb_of_several_nodes_in_one_batch_is_each_nodes_own():
+    space = TileSpace(nug20_part(), nug20_part().layouts[0])
+    nodes = [([0], [3], 5, np.array([1, 2, 7])), ([4], [0], 2, np.array([5, 9])), ([1], [9], 0, np.array([2]))]
+    batch = space.pb_children_batch(nodes)
+    for node, values in zip(nodes, batch):
+        assert np.array_equal(values, space.pb_children(*node))

@@ -273,22 +273,34 @@ class TileSpace:
         that put stage `branch` in each slot of `kids`: (PB of the free stages on the free slots
         with the cost of talking to the fixed ones, pb_node, + the fixed stages' own cost) / 2,
         plus the routing-conflict penalty among the fixed stages. Needs pb_valid."""
-        kids = np.asarray(kids, dtype=int)
+        return self.pb_children_batch([(stages, slots, branch, kids)])[0]
+
+    def pb_children_batch(self, nodes: list) -> list[np.ndarray]:
+        """pb_children of several nodes with as many fixed stages, (stages, slots, branch, kids)
+        each, in one pb_node call (one eigen-decomposition stack)."""
         A, B = tile_matrices(self.C, self.D)
-        fixed = np.array(list(stages) + [branch], dtype=int)
-        places = np.empty((len(kids), len(fixed)), dtype=int)
-        places[:, :-1], places[:, -1] = slots, kids
-        rows = np.setdiff1d(np.arange(self.m), fixed)                 # free stages, then the dummies
-        used = np.zeros((len(kids), self.m), dtype=bool)
-        used[np.arange(len(kids))[:, None], places] = True
-        free = np.nonzero(~used)[1].reshape(len(kids), -1)            # each child's free slots
-        talk = A[np.ix_(rows, fixed)] + A[np.ix_(fixed, rows)].T
-        L = talk[None] @ B[places[:, :, None], free[:, None, :]]      # as projected.node_problem
-        K = (A[np.ix_(fixed, fixed)][None] * B[places[:, :, None], places[:, None, :]]).sum(axis=(1, 2))
-        slot_of = np.full((1, self.n), -1)
-        slot_of[0, list(stages)] = slots
-        penalty = self._penalty(slot_of, np.array([branch]), np.zeros(len(kids), dtype=int), kids)
-        return (pb_node(A[np.ix_(rows, rows)], B[free[:, :, None], free[:, None, :]], L) + K) / 2 + penalty
+        As, Bs, Ls, Ks, which, penalties = [], [], [], [], [], []
+        for g, (stages, slots, branch, kids) in enumerate(nodes):
+            kids = np.asarray(kids, dtype=int)
+            fixed = np.array(list(stages) + [branch], dtype=int)
+            places = np.empty((len(kids), len(fixed)), dtype=int)
+            places[:, :-1], places[:, -1] = slots, kids
+            rows = np.setdiff1d(np.arange(self.m), fixed)             # free stages, then the dummies
+            used = np.zeros((len(kids), self.m), dtype=bool)
+            used[np.arange(len(kids))[:, None], places] = True
+            free = np.nonzero(~used)[1].reshape(len(kids), -1)        # each child's free slots
+            talk = A[np.ix_(rows, fixed)] + A[np.ix_(fixed, rows)].T
+            As.append(A[np.ix_(rows, rows)])
+            Bs.append(B[free[:, :, None], free[:, None, :]])
+            Ls.append(talk[None] @ B[places[:, :, None], free[:, None, :]])   # as projected.node_problem
+            Ks.append((A[np.ix_(fixed, fixed)][None] * B[places[:, :, None], places[:, None, :]]).sum(axis=(1, 2)))
+            which.append(np.full(len(kids), g))
+            slot_of = np.full((1, self.n), -1)
+            slot_of[0, list(stages)] = slots
+            penalties.append(self._penalty(slot_of, np.array([branch]), np.zeros(len(kids), dtype=int), kids))
+        values = (pb_node(np.stack(As), np.concatenate(Bs), np.concatenate(Ls), np.concatenate(which))
+                  + np.concatenate(Ks)) / 2 + np.concatenate(penalties)
+        return np.split(values, np.cumsum([len(k) for _, _, _, k in nodes])[:-1])
 
     def _penalty(self, slot_of: np.ndarray, branch: np.ndarray, node: np.ndarray, kid: np.ndarray) -> np.ndarray:
         """Routing-conflict penalty among the fixed stages of children (slot_of: (B, n) the parents'
@@ -440,13 +452,14 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float, floors: dict | No
                 np.array([node[1] for node in chunk], dtype=int).reshape(len(chunk), d),
                 np.array([node[2] for node in chunk]), np.array([node[3] for node in chunk]), cutoff=claimed)
             raised = np.maximum(np.where(exact, bound, np.maximum(bound, claimed)), [node[4] for node in chunk])
-            if space.pb_valid:      # a leaf below the claim may hold by the projected eigenvalue bound
-                for b, node in enumerate(chunk):
-                    short = np.flatnonzero(raised[b] < claimed) if d + 1 < space.n else []
-                    if len(short):
-                        kids = np.asarray(node[3])[short]
-                        raised[b, short] = np.maximum(raised[b, short],
-                                                      space.pb_children(node[0], node[1], node[2], kids))
+            if space.pb_valid and d + 1 < space.n:   # a leaf below the claim may hold by PB
+                shorts = [np.flatnonzero(row < claimed) for row in raised]
+                todo = [b for b, short in enumerate(shorts) if len(short)]
+                if todo:
+                    pbs = space.pb_children_batch([(chunk[b][0], chunk[b][1], chunk[b][2],
+                                                    np.asarray(chunk[b][3])[shorts[b]]) for b in todo])
+                    for b, pb in zip(todo, pbs):
+                        raised[b, shorts[b]] = np.maximum(raised[b, shorts[b]], pb)
             least = min(least, float(raised.min()))
     return least
 

@@ -399,23 +399,31 @@ def _assignment_lower_int(cost: np.ndarray) -> np.ndarray:
     return (cost - v[:, None, :]).min(axis=2).sum(axis=1) + v.sum(axis=1)
 
 
-def pb_node(A: np.ndarray, B: np.ndarray, L: np.ndarray) -> np.ndarray:
+def pb_node(A: np.ndarray, B: np.ndarray, L: np.ndarray, which: np.ndarray | None = None) -> np.ndarray:
     """Proven lower bounds of min t(X) = tr(A X B X^T) + <L, X> over permutations (PB, module doc),
-    one per (B, L) of a stack (k x m x m; A shared), for integer A, B (symmetric), L whose
-    products below stay under 2^53 (pb_node_exact_sizes): with As = A + A^T and N = mI - ee^T,
-    the integer matrices N As N and N B N have the spectra of the projected matrices times 2m^2
-    and m^2 plus an exact 0; their enclosures (eigen_enclosure) bound the least scalar product,
-    and the assignment part is exact on m L + (As e)(B e)^T."""
-    m = A.shape[0]
+    one per (B, L) of a stack (k x m x m) with A[which] (A: m x m shared, or a stack g x m x m and
+    `which` the index of each child's), for integer A, B (symmetric), L whose products below stay
+    under 2^53 (pb_node_exact_sizes): with As = A + A^T and N = mI - ee^T, the integer matrices
+    N As N and N B N have the spectra of the projected matrices times 2m^2 and m^2 plus an exact 0;
+    their enclosures (eigen_enclosure) bound the least scalar product, and the assignment part is
+    exact on m L + (As e)(B e)^T."""
+    A = A[None] if A.ndim == 2 else A
+    which = np.zeros(len(B), dtype=int) if which is None else np.asarray(which, dtype=int)
+    m = A.shape[1]
     if m < 2:
         return L[:, 0, 0].astype(float) if m == 1 else np.zeros(len(L))
     N = m * np.eye(m) - 1.0
-    As = A + A.T
-    values, radius = eigen_enclosure(N @ As @ N)
-    a, ra, _ = _without_zero(values[None], radius[None])
-    product = _least_scalar_products(a, ra, *_without_zero(*eigen_enclosure(N @ B @ N)), len(B))
-    assign = _assignment_lower_int(m * L + As.sum(axis=1)[None, :, None] * B.sum(axis=2)[:, None, :])
-    constant = float(A.sum()) * B.sum(axis=(1, 2))
+    As = A + np.swapaxes(A, 1, 2)
+    a, ra, a_owner = _without_zero(*eigen_enclosure(N @ As @ N))
+    b, rb, b_owner = _without_zero(*eigen_enclosure(N @ B @ N))
+    product = np.full(len(B), -np.inf)
+    for g in np.unique(which):     # each A with the children that share it
+        mine = np.flatnonzero(which == g)
+        rows = np.isin(b_owner, mine)
+        local = np.searchsorted(mine, b_owner[rows])
+        product[mine] = _least_scalar_products(a[a_owner == g], ra[a_owner == g], b[rows], rb[rows], local, len(mine))
+    assign = _assignment_lower_int(m * L + As.sum(axis=2)[which][:, :, None] * B.sum(axis=2)[:, None, :])
+    constant = A.sum(axis=(1, 2))[which] * B.sum(axis=(1, 2))
     scale = 2.0 * m ** 4
     value = product / scale + assign / m - constant / m ** 2
     return value - 8 * UNIT * (np.abs(product) / scale + np.abs(assign) / m + np.abs(constant) / m ** 2) - 1e-300
