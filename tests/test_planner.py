@@ -284,7 +284,8 @@ def random_split(layers: int, pp: int, rng) -> list[int]:
 def random_plan(scenario, par, rng, micro_batch=None, split=None):
     """A random plan of layout `par` (and micro-batch size): random tiles or scattered dies in
     random order, half the time the layer split `split` (default: a random one), a random scheme
-    and random recomputation per stage, and the overflow paired with random helpers."""
+    and random recomputation per stage (the scenario's forced policy where it has one), and the
+    overflow paired with random helpers."""
     mesh = scenario.mesh()
     healthy = list(mesh.healthy_dies)
     shapes = [(h, w) for h, w in tile_shapes(par.tp, mesh) if len(serpentine_slots(mesh, h, w)) >= par.pp * par.dp]
@@ -309,7 +310,9 @@ def random_plan(scenario, par, rng, micro_batch=None, split=None):
     work = scenario.workload(Choice(par, tuple(schemes), micro_batch, layers))
     recompute = []
     for st in work.stages:
-        if rng.random() < 0.15:
+        if scenario.training.recompute_policy is not None:
+            recompute.append(st.policy_row(scenario.training.recompute_policy))
+        elif rng.random() < 0.15:
             recompute.append("full")
         else:
             dense = rng.random()
@@ -957,3 +960,28 @@ def test_gcmr_says_why_when_a_stage_overflows_by_more_than_its_checkpoints():
     gcmr = wafopt.solve(loaded, "gcmr")
     assert gcmr.plan is None and "holds only" in gcmr.message and "checkpoints" in gcmr.message
     assert wafopt.solve(loaded, "plan", time_limit=30, seed=0).plan is not None
+
+
+@pytest.mark.parametrize("policy", ["selective", "full"])
+def test_a_forced_recomputation_bound_is_below_every_plan_that_recomputes_so(policy):
+    """With training.recompute fixed, the bound recomputes exactly the forced units (not the least
+    over recomputing or not): random feasible plans of random layouts, splits, schemes, tiles and
+    offloads, every one recomputing as forced, never fall below its full or LP-refined tier."""
+    rng = np.random.default_rng(11)
+    checked = raised = 0
+    for name in ("gpt3-175b-config3", "llama3-70b-config3-faulty", "gpt3-6.7b-config3-dp"):
+        base = free(name)
+        scenario = replace(base, training=replace(base.training, recompute=True, recompute_policy=policy))
+        for par, size, bound, split in random_layouts(scenario, rng, 6):
+            refined = refine(layout_bound(scenario, Choice(par, micro_batch=size))).value
+            free_bound = layout_bound(base, Choice(par, micro_batch=size)).value   # the least over recomputing
+            assert bound.value >= free_bound - 1e-9 * abs(free_bound)
+            raised += bound.value > free_bound * (1 + 1e-6)
+            for _ in range(12):
+                plan = random_plan(scenario, par, rng, size, split)
+                ev = evaluate("plan", scenario, plan)
+                if ev.feasible:
+                    assert at_most(bound.value, ev.objective), (name, par, bound.value, ev.objective)
+                    assert at_most(refined, ev.objective), (name, par, refined, ev.objective)
+                    checked += 1
+    assert checked > 50 and raised > 0, (checked, raised)

@@ -28,7 +28,9 @@ recomputation, offloading and routes:
 4. Lagrangian. With a multiplier mu >= 0 on (3), relaxing the choice of scheme and x:
    LB(w, mu) = O + sum_j min_s [alphaF_j Fc_js + alphaB_j Bc_js + mu copies M0_js
                                 + L_j sum_u min(0, alphaB_j r_jsu - mu copies a_jsu)] - mu H C.
-   Any (w, mu) gives a valid bound (weak duality).
+   Any (w, mu) gives a valid bound (weak duality). A forced policy (training.recompute:
+   selective | full) fixes x: the min(0, .) becomes the policy's units (LayoutData.forced) in
+   every layer.
 5. Every split. For fixed (w, mu), LB is O - mu H C plus one term per stage that depends only on
    the contiguous layers the stage holds (role, layer count and kinds). The least LB over all
    splits is a shortest path over the layer boundaries 0..L (stage j: an arc a -> b), found
@@ -100,12 +102,13 @@ def arc_terms(d: LayoutData, w: np.ndarray, mu: float) -> tuple[np.ndarray, floa
     on the terms' magnitude along any split."""
     aF, aB = coefficients(w, d.layout.pp, d.m, d.layout.interleave)
     inf = d.inflight[:, None, None]
-    gain = np.minimum(0.0, aB[:, None, None, None] * d.r[None] - mu * d.copies * inf[..., None] * d.ub[None])
-    gain = gain.sum(axis=3)                                                    # (p, C, S)
+    gain = aB[:, None, None, None] * d.r[None] - mu * d.copies * inf[..., None] * d.ub[None]
+    # the least over recomputing a unit in every layer or none; a forced policy fixes which
+    gain = (np.minimum(0.0, gain) if d.forced is None else gain * d.forced).sum(axis=3)   # (p, C, S)
     memory = mu * d.copies * (d.fixed[None] + inf * d.kept[None])
     compute = aF[:, None, None] * d.Fc[None] + aB[:, None, None] * d.Bc[None]
     values = (compute + memory + d.n[None, :, None] * gain).min(axis=2)
-    magnitude = float((compute + np.abs(memory) - d.n[None, :, None] * gain).max(axis=(1, 2)).sum())
+    magnitude = float((compute + np.abs(memory) + d.n[None, :, None] * np.abs(gain)).max(axis=(1, 2)).sum())
     return values, magnitude
 
 

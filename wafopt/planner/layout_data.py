@@ -62,6 +62,8 @@ class LayoutData:
     balanced: list        # the split minimising the busiest stage's compute (ties: the first found)
     class_optimizer: np.ndarray | None = None   # (C,) O of a class as the first stage (least over schemes)
     send_s: float = 0.0   # the least pipeline send between two stages, one way, per micro-batch
+    forced: np.ndarray | None = None   # (U,) 1 for the units every layer recomputes when the scenario
+                                       # forces a policy (training.recompute: selective | full), else None
 
 
 @dataclass
@@ -203,14 +205,19 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     cap = healthy * capacity * (1 + MEMORY_SLACK)
     class_optimizer = np.array([min(t) for t in tails])
     send = least_stage_send_s(scenario, par.tp, size) if p > 1 else 0.0
+    forced = None
+    if tr.recompute_policy is not None:   # every plan recomputes exactly these units in every layer
+        row = scenario.stage_workload(Choice(par, schemes[0], size), 0, 0, 1).policy_row(tr.recompute_policy)
+        forced = np.ones(ub.shape[2]) if isinstance(row, str) else np.array([1.0 if x else 0.0 for x in row])
     d = LayoutData(par, schemes, m, copies, cap, optimizer, Fc, Bc, fixed, kept, ub, r, n, inflight, arcs, L, [],
-                   class_optimizer, send)
+                   class_optimizer, send, forced)
     die = capacity * (1 + MEMORY_SLACK)
     fits = fixed.min(axis=1) <= die
     if not np.isfinite(least_path(d, [np.where(fits, 0.0, np.inf)] * p)[0]):
         return (f"every split leaves a stage that keeps more than the die's {capacity / GB:.1f} GB per die "
                 f"(state, gradients, buffers)")
-    least = [copies * (fixed + inflight[j] * (kept - n[:, None] * ub.sum(axis=2))).min(axis=1) for j in range(p)]
+    dropped = ub.sum(axis=2) if forced is None else (ub * forced).sum(axis=2)
+    least = [copies * (fixed + inflight[j] * (kept - n[:, None] * dropped)).min(axis=1) for j in range(p)]
     need = least_path(d, least)[0]
     if need > cap:
         how = "even full recomputation" if tr.recompute else "keeping every activation"

@@ -38,7 +38,8 @@ def supergradient(d: LayoutData, w: np.ndarray, mu: float, split: list[int]) -> 
     s = at_split(d, split)
     F, B, M = np.zeros(p), np.zeros(p), 0.0
     for j in range(p):
-        drop = aB[j] * s.r[j] - mu * d.copies * s.a[j] < 0                 # (S, U): recompute every layer
+        drop = aB[j] * s.r[j] - mu * d.copies * s.a[j] < 0 if d.forced is None else \
+            np.broadcast_to(d.forced > 0, s.r[j].shape)                      # (S, U): recompute every layer
         per = aF[j] * s.Fc[j] + aB[j] * s.Bc[j] + mu * d.copies * s.M0[j] + \
             s.L[j] * np.where(drop, aB[j] * s.r[j] - mu * d.copies * s.a[j], 0.0).sum(axis=1)
         k = int(np.argmin(per))
