@@ -66,6 +66,14 @@ class LayoutWorkload:
     def dies(self) -> int:
         return self.tp * self.pp * self.dp
 
+    def policy_rows(self, policy: str) -> list:
+        """Every stage's recompute row of a named policy (none, selective, full)."""
+        return [s.policy_row(policy) for s in self.stages]
+
+    def fits(self, rows: list) -> bool:
+        """Whether every stage under its recompute row fits one device's DRAM (nothing offloaded)."""
+        return all(s.memory_bytes(row) <= self.wafer.dram_capacity for s, row in zip(self.stages, rows))
+
 
 def build_workload(llm: LLM, training: Training, wafer: Wafer, tp: int, pp: int,
                    dp: int = 1, schemes=None, layers=None, interleave: int = 1) -> LayoutWorkload:

@@ -64,16 +64,14 @@ def _recompute(scenario: Scenario, choice: Choice):
     training = scenario.training
     work = scenario.workload(choice)
     if training.recompute_policy is not None:
-        return [s.policy_row(training.recompute_policy) for s in work.stages], training.recompute_policy
+        return work.policy_rows(training.recompute_policy), training.recompute_policy
     if not training.recompute:
         return None, "no recomputation (forbidden)"
-    capacity = scenario.wafer.dram_capacity
-    if all(s.memory_bytes(s.policy_row("none")) <= capacity for s in work.stages):
-        return [s.policy_row("none") for s in work.stages], "no recomputation (it fits)"
-    selective = [s.policy_row("selective") for s in work.stages]
-    if all(s.memory_bytes(row) <= capacity for s, row in zip(work.stages, selective)):
-        return selective, "selective recomputation (none does not fit)"
-    return [s.policy_row("full") for s in work.stages], "full recomputation (selective does not fit)"
+    for policy, what in (("none", "no recomputation (it fits)"), ("selective", "selective recomputation (none does not fit)")):
+        rows = work.policy_rows(policy)
+        if work.fits(rows):
+            return rows, what
+    return work.policy_rows("full"), "full recomputation (selective does not fit)"
 
 
 def _best(scenario: Scenario, options: SolveOptions, candidates) -> tuple[dict | None, list[str]]:
@@ -148,9 +146,8 @@ def solve_mg_wafer(scenario: Scenario, options: SolveOptions) -> MethodResult:
     work = scenario.workload(Choice(sequence_parallel=sp))
     policy = training.recompute_policy
     if policy is None:
-        fits_plain = all(s.memory_bytes(None) <= scenario.wafer.dram_capacity for s in work.stages)
-        policy = "full" if not fits_plain and training.recompute else "none"
-    rows = None if policy == "none" else [s.policy_row(policy) for s in work.stages]
+        policy = "full" if not work.fits(work.policy_rows("none")) and training.recompute else "none"
+    rows = None if policy == "none" else work.policy_rows(policy)
 
     def candidates():
         for label, plan in _placements(scenario):

@@ -211,7 +211,7 @@ def forced_recompute(fs: Scenario, scheme) -> list | None:
     """The recompute rows of every stage when the scenario forces a policy (training.recompute:
     selective | full), else None."""
     policy = fs.training.recompute_policy
-    return None if policy is None else [s.policy_row(policy) for s in fs.workload(Choice(schemes=scheme)).stages]
+    return None if policy is None else fs.workload(Choice(schemes=scheme)).policy_rows(policy)
 
 
 def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: SolveOptions) -> tuple[list, str]:

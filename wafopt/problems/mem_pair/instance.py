@@ -21,6 +21,7 @@ from functools import cached_property
 import numpy as np
 
 from wafopt.core.errors import InstanceError
+from wafopt.costmodel.plan import die_memory
 from wafopt.costmodel.scenario import Choice
 from wafopt.hardware.mesh import UNREACHABLE, Die, Mesh
 
@@ -144,12 +145,8 @@ def sender_helper_split(scenario, placement: dict, x) -> tuple[list, list]:
     """(die, overflow) of every Sender and (die, spare) of every Helper, in bytes."""
     work = scenario.workload(Choice(schemes=placement.get("tp_scheme")))
     cap = scenario.wafer.dram_capacity
-    used, movable = {}, {}
-    for pipe in placement["pipelines"]:
-        for i, dies in enumerate(pipe):
-            mem, kept = work.stages[i].memory_bytes(x[i]), work.stages[i].inflight_bytes(x[i])
-            for d in dies:
-                used[tuple(d)], movable[tuple(d)] = mem, kept
+    pipelines = [[[tuple(d) for d in dies] for dies in pipe] for pipe in placement["pipelines"]]
+    used, movable, _ = die_memory(work.stages, pipelines, x)
     senders = [(d, m - cap) for d, m in used.items() if m > cap]
     for d, over in senders:
         if over > movable[d]:      # the evaluator's rule: a die offloads only activation checkpoints

@@ -58,6 +58,7 @@ from wafopt.problems.certificates import float_down
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 from wafopt.problems.placement.projected import (
+    children_problems,
     entry_value,
     node_entry_value,
     pb_float,
@@ -278,22 +279,14 @@ class TileSpace:
     def pb_children_batch(self, nodes: list) -> list[np.ndarray]:
         """pb_children of several nodes with as many fixed stages, (stages, slots, branch, kids)
         each, in one pb_node call (one eigen-decomposition stack)."""
-        A, B = tile_matrices(self.C, self.D)
         As, Bs, Ls, Ks, which, penalties = [], [], [], [], [], []
         for g, (stages, slots, branch, kids) in enumerate(nodes):
             kids = np.asarray(kids, dtype=int)
-            fixed = np.array(list(stages) + [branch], dtype=int)
-            places = np.empty((len(kids), len(fixed)), dtype=int)
-            places[:, :-1], places[:, -1] = slots, kids
-            rows = np.setdiff1d(np.arange(self.m), fixed)             # free stages, then the dummies
-            used = np.zeros((len(kids), self.m), dtype=bool)
-            used[np.arange(len(kids))[:, None], places] = True
-            free = np.nonzero(~used)[1].reshape(len(kids), -1)        # each child's free slots
-            talk = A[np.ix_(rows, fixed)] + A[np.ix_(fixed, rows)].T
-            As.append(A[np.ix_(rows, rows)])
-            Bs.append(B[free[:, :, None], free[:, None, :]])
-            Ls.append(talk[None] @ B[places[:, :, None], free[:, None, :]])   # as projected.node_problem
-            Ks.append((A[np.ix_(fixed, fixed)][None] * B[places[:, :, None], places[:, None, :]]).sum(axis=(1, 2)))
+            A, B, L, K = children_problems(self.C, self.D, stages, slots, branch, kids)
+            As.append(A)
+            Bs.append(B)
+            Ls.append(L)
+            Ks.append(K)
             which.append(np.full(len(kids), g))
             slot_of = np.full((1, self.n), -1)
             slot_of[0, list(stages)] = slots

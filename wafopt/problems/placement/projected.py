@@ -449,15 +449,27 @@ def node_problem(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[in
     is A on the free and dummy stages, B' is B on the free slots, L' the cost of talking to the
     fixed stages, L'[i, k] = sum_j (A[i, j] + A[j, i]) B[k, slots_j], and K the fixed stages'
     own trace cost. With integer C and D (below 2^53 in every sum) every number is exact."""
+    A, B, L, K = children_problems(C, D, stages[:-1], slots[:-1], stages[-1], [slots[-1]])
+    return A, B[0], L[0], float(K[0])
+
+
+def children_problems(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[int], branch: int, kids):
+    """node_problem of every child of a node (stages in slots) that puts stage `branch` in a slot
+    of `kids`: A' (shared: the children free the same stages), and B', L', K stacked per child."""
     A, B = tile_matrices(C, D)
     m = B.shape[0]
-    fixed, places = np.asarray(stages, dtype=int), np.asarray(slots, dtype=int)
+    kids = np.asarray(kids, dtype=int)
+    fixed = np.array(list(stages) + [branch], dtype=int)
+    places = np.empty((len(kids), len(fixed)), dtype=int)
+    places[:, :-1], places[:, -1] = slots, kids
     rows = np.setdiff1d(np.arange(m), fixed)        # free stages, then the dummy ones
-    free = np.setdiff1d(np.arange(m), places)
+    used = np.zeros((len(kids), m), dtype=bool)
+    used[np.arange(len(kids))[:, None], places] = True
+    free = np.nonzero(~used)[1].reshape(len(kids), -1)             # each child's free slots, ascending
     talk = A[np.ix_(rows, fixed)] + A[np.ix_(fixed, rows)].T
-    L = talk @ B[np.ix_(places, free)]
-    K = float((A[np.ix_(fixed, fixed)] * B[np.ix_(places, places)]).sum())
-    return A[np.ix_(rows, rows)], B[np.ix_(free, free)], L, K
+    L = talk[None] @ B[places[:, :, None], free[:, None, :]]
+    K = (A[np.ix_(fixed, fixed)][None] * B[places[:, :, None], places[:, None, :]]).sum(axis=(1, 2))
+    return A[np.ix_(rows, rows)], B[free[:, :, None], free[:, None, :]], L, K
 
 
 def node_entry_value(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[int], entry,
