@@ -20,7 +20,6 @@ import numpy as np
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
 from wafopt.costmodel.schedule import inflight_microbatches
-from wafopt.costmodel.stage import FULL
 from wafopt.costmodel.stage_numbers import (
     kind_prefix,
     least_stage_send_s,
@@ -209,7 +208,7 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     forced = None
     if tr.recompute_policy is not None:   # every plan recomputes exactly these units in every layer
         row = scenario.stage_workload(Choice(par, schemes[0], size), 0, 0, 1).policy_row(tr.recompute_policy)
-        forced = np.ones(ub.shape[2]) if row == FULL else np.array([1.0 if x else 0.0 for x in row])
+        forced = np.array([1.0 if x else 0.0 for x in row]) if isinstance(row, list) else np.ones(ub.shape[2])   # full
     d = LayoutData(par, schemes, m, copies, cap, optimizer, Fc, Bc, fixed, kept, ub, r, n, inflight, arcs, L, [],
                    class_optimizer, send, forced)
     die = capacity * (1 + MEMORY_SLACK)
