@@ -9,6 +9,7 @@ import pytest
 from wafopt.cli import main
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.model import build_workload
+from wafopt.costmodel.network import send_share
 from wafopt.costmodel.operators import build_layer
 from wafopt.costmodel.stage import FULL, recompute_row
 from wafopt.costmodel.training import STATE_PRESETS, Training, parse_training
@@ -120,6 +121,31 @@ def test_tatp_streams_replace_the_collectives():
     assert kv.tensor_bytes == 32
     assert len(t.collectives("backward")) == 10       # input and weight gradient streams, K/V and their gradients
     assert t.activation_bytes == layer(sp=True).activation_bytes   # nothing replicated
+
+
+def test_tatp_prices_the_busiest_die_in_whole_tokens_and_rows():
+    # t = 3 on 4 tokens and 8 rows: the busiest die holds 2 tokens, 3 rows of h, 11 rows of the MLP
+    # width 32 (not 4/3 tokens and 8/3 rows)
+    t3 = layer(tp=3, scheme="tatp")
+    o = ops(t3)
+    assert o["qkv"].fwd.flops == 2 * 2 * 8 * (8 + 2 * 8)            # its 2 tokens x all of QKV
+    assert o["qkv"].weights == 3 * (8 + 2 * 8)                       # 3 rows of the 8 x 24 weight
+    assert o["out_proj"].weights == 3 * 8 and o["fc1"].weights == 3 * 32 and o["fc2"].weights == 11 * 8
+    assert o["attn_scores"].fwd.flops == 2 * 2 * 4 * 8               # 2 query tokens x 4 keys x h
+    # every stored tensor is a 2-token block, the same as on two dies
+    assert t3.activation_bytes == layer(tp=2, scheme="tatp").activation_bytes
+    # streams: a 2-token block (2 x 2 x 8 B) is smaller than any sub-weight; K/V blocks of 2 tokens
+    fwd = t3.collectives("forward")
+    assert all(c.tensor_bytes == 32 for c in fwd if c.op != "attn_scores")
+    assert [c.tensor_bytes for c in fwd if c.op == "attn_scores"] == [2 * 2 * 8]
+    # where t divides evenly the busiest die is every die: a quarter of the tokens on 4 dies
+    assert ops(layer(tp=4, scheme="tatp"))["qkv"].fwd.flops == 2 * 1 * 8 * 24
+
+
+def test_tatp_pipeline_send_is_the_busiest_dies_tokens():
+    assert send_share(64.0, 3, tokens=4) == 32.0       # 2 of 4 tokens
+    assert send_share(64.0, 3) == pytest.approx(64 / 3)   # Megatron: an even element split
+    assert send_share(64.0, 4, tokens=4) == 16.0
 
 
 def test_full_recompute_flops_equal_forward_flops():

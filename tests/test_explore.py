@@ -409,10 +409,10 @@ def test_pictures_say_what_was_needed_and_what_was_proven(tmp_path):
 
 def test_a_workloads_fixed_interleave_and_scheme_hold_on_every_design():
     # the layout is each design's to choose; what else the scenario fixes (WATOS's plain 1F1B) stays
+    from pathlib import Path
+
     from wafopt.core.files import read_mapping
     from wafopt.explore.fidelity import scenario_for
-
-    from pathlib import Path
 
     data, _ = read_mapping(Path(__file__).resolve().parents[1] / "instances/findings/gpt3-175b-config3-search.yaml")
     data = dict(data, parallel={"tp": 8, "pp": 7, "interleave": 1, "tp_scheme": "tatp"})

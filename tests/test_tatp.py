@@ -351,3 +351,15 @@ def test_untangle_never_returns_rings_pricier_than_its_start_on_a_faulty_wafer()
     assert sorted(d for r in calm for d in r) == sorted(d for r in start for d in r)
     assert _price(mesh, calm)[0] <= _price(mesh, start)[0]
     assert _price(mesh, calm)[1] <= 2 < _price(mesh, start)[1]   # the snake's 6-hop wrap shares a link 3 ways
+
+
+def test_round_volumes_of_a_degree_that_divides_nothing_are_the_busiest_dies():
+    from pathlib import Path
+
+    from wafopt.problems import load
+    from wafopt.problems.tatp.instance import layer_volumes
+    scenario = load(Path(__file__).parents[1] / "instances/tatp/tatp-temp-6x9-llama2-7b.yaml").instance
+    vol = layer_volumes(scenario)
+    # Llama2-7B at N = 6: 683 of 4096 rows of the 4096 x 11008 up-projection, 683 of 4096 tokens
+    assert vol["ring_bytes"] == min(683 * 11008, 683 * 4096) * 2
+    assert vol["round_compute_s"] == pytest.approx(2 * 683 * 683 * 11008 / scenario.wafer.die_flops)

@@ -35,7 +35,7 @@ def one_blas_thread() -> None:
     """In a worker (an initializer): BLAS on one thread. A forked worker keeps its parent's BLAS
     thread pool, and two workers each spinning up one thread per core on a 2-core machine ran
     the QPB of branch and bound 3.7 times slower than one process alone."""
-    from threadpoolctl import threadpool_limits   # imported in the worker only
+    from threadpoolctl import threadpool_limits  # imported in the worker only
 
     threadpool_limits(1)
 

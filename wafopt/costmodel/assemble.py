@@ -102,7 +102,12 @@ def assemble(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: li
     v = par.interleave   # with v > 1 the last stage also sends to the first (chunk c to c + 1)
     bounds = par.pp if v > 1 else par.pp - 1
     send_pairs = [[list(zip(pipe[i], pipe[(i + 1) % par.pp])) for i in range(bounds)] for pipe in pipelines]
-    share = send_share(work.p2p_bytes, par.tp)
+    tokens = work.training.seq * work.training.micro_batch
+
+    def share(i: int, j: int) -> float:
+        """Bytes a die sends across the boundary of stages i and j (TATP stages send whole tokens)."""
+        return max(send_share(work.p2p_bytes, par.tp, tokens if stages[k].scheme == "tatp" else None)
+                   for k in (i, j))
     for r in range(par.dp):
         for i in range(bounds):
             net.register("p2p_forward", send_pairs[r][i])
@@ -143,10 +148,10 @@ def assemble(scenario: Scenario, work: LayoutWorkload, layout: PlanLayout, x: li
                 recompute = (Block((load,)),) + recompute
             send_f = send_b = None
             if i < bounds:
-                send_f = _send(send_pairs[r][i], share, "p2p_forward", net, costing)
+                send_f = _send(send_pairs[r][i], share(i, (i + 1) % par.pp), "p2p_forward", net, costing)
             if i > 0 or v > 1:
                 back = [(b, a) for a, b in send_pairs[r][i - 1]]
-                send_b = _send(back, share, "p2p_backward", net, costing)
+                send_b = _send(back, share(i, (i - 1) % par.pp), "p2p_backward", net, costing)
             c = StageCosts(
                 forward_s=_analytic(fwd), backward_s=_analytic(recompute) + _analytic(bwd),
                 compute_s=s.fwd_s + s.bwd_s, recompute_s=recompute_s, recompute_comm_s=recompute_comm_s,

@@ -30,6 +30,7 @@ from wafopt.costmodel.operators import (
     LayerTable,
     Roofline,
     build_layer,
+    busiest_share,
 )
 from wafopt.costmodel.rules import layout_violation, padded_vocab
 from wafopt.costmodel.schedule import inflight_microbatches
@@ -163,7 +164,8 @@ def _head_ops(llm: LLM, training: Training, tp: int, scheme: str, first: bool, l
     E, s, b, h, V = training.activation_bytes, training.seq, training.micro_batch, llm.hidden, padded_vocab(llm.vocab, tp)
     sb, sbh = s * b, s * b * llm.hidden
     sharded = tp > 1 and (training.sequence_parallel or scheme == "tatp")
-    r = 1 / tp if sharded else 1.0
+    # the sequence-sharded norm, dropout and boundary tensors: TATP's busiest die holds whole tokens
+    r = (busiest_share(sb, tp) if scheme == "tatp" else 1 / tp) if sharded else 1.0
     out = []   # (name, fwd Cost, bwd Cost, fwd collectives, bwd collectives, stored bytes)
     if first:
         fwd = Cost(sbh * r, E * sbh + 2 * E * sbh * r)   # gather rows, add positions, dropout

@@ -4,6 +4,7 @@ concurrency class, and the alpha-beta duration of a communication phase under co
 
 from __future__ import annotations
 
+from wafopt.costmodel.operators import busiest_share
 from wafopt.costmodel.stage import CommStep
 from wafopt.costmodel.tasks import Comm, RoutedFlow
 from wafopt.hardware.mesh import Die, Mesh
@@ -111,10 +112,12 @@ def least_collective_s(step: CommStep, wafer) -> float:
     return max(0.0, c.steps * wafer.link_latency + c.flow_bytes / bandwidth - step.hidden_s)
 
 
-def send_share(p2p_bytes: float, tp: int) -> float:
+def send_share(p2p_bytes: float, tp: int, tokens: int | None = None) -> float:
     """Bytes one die sends to the next stage per micro-batch: the boundary tensor split over the
-    tp dies (Megatron-LM's scatter/gather: die k talks to die k of the next stage)."""
-    return p2p_bytes / tp
+    tp dies (Megatron-LM's scatter/gather: die k talks to die k of the next stage). With `tokens`
+    (TATP's sequence split) a die sends its whole tokens, the busiest die one more where tp does not
+    divide them."""
+    return p2p_bytes / tp if tokens is None else p2p_bytes * busiest_share(tokens, tp)
 
 
 def least_send_s(p2p_bytes: float, tp: int, wafer) -> float:

@@ -199,6 +199,12 @@ class LayerTable:
         return self.residual_grad_bytes + max(o.in_bytes + o.out_bytes + o.gathered_bytes for o in self.ops)
 
 
+def busiest_share(n: int, t: int) -> float:
+    """Share of `n` whole items (tokens, weight rows) on the die that holds the most of them when
+    t dies split them: ceil(n / t) / n, exactly 1 / t where t divides n."""
+    return -(-n // t) / n
+
+
 def _fuse_elementwise(ops: list[Op]) -> list[Op]:
     """Drop the DRAM read of the input of every element-wise operator whose producer is an
     element-wise operator too (the layer's first one follows the previous layer's last); in the
@@ -225,16 +231,22 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
     E, s, b, h = training.activation_bytes, training.seq, training.micro_batch, llm.hidden
     sb = s * b
     sbh = sb * h
-    r = 1 / t if sp else 1.0                    # share of the tokens of the non-TP regions
-    hq = h / t                                   # Q / attention-output width per die
-    if tatp:   # sequence split (TEMP Sec. V): this die's tokens of every head; K/V of the others stream by
-        kv = llm.kv_hidden / t
-    else:      # whole heads (wafopt.costmodel.rules); KV heads replicated beyond kv_heads dies
-        kv = llm.head_dim * kv_heads_per_die(llm, t)
-    a = llm.heads / t                            # heads x token share of the score tensor
+    ffn = llm.expert_ffn if moe else llm.ffn_hidden
+    if tatp:
+        # Sequence and reduction split (TEMP Sec. V): a die computes its whole tokens over every
+        # head and width, and holds whole rows of every weight. Where t divides neither evenly the
+        # busiest die has one more token (row) than the others; it is the one priced.
+        r = busiest_share(sb, t)                 # the die's token share, everywhere in the layer
+        hq, kv, a, w = h * r, llm.kv_hidden * r, llm.heads * r, ffn * r   # widths x token share
+        rows_h, rows_ffn = busiest_share(h, t), busiest_share(ffn, t)    # weight-row shares
+    else:
+        r = 1 / t if sp else 1.0                 # share of the tokens of the non-TP regions
+        hq = h / t                               # Q / attention-output width per die (whole heads)
+        kv = llm.head_dim * kv_heads_per_die(llm, t)   # KV heads replicated beyond kv_heads dies
+        a = llm.heads / t                        # heads of the score tensor per die
+        w = ffn / t
     kv_streamed = (t - 1) * E * sb * kv if tatp else 0.0   # the other dies' K (or V) blocks read
     k = llm.top_k if moe else 1                  # MLP copies per token
-    w = (llm.expert_ffn if moe else llm.ffn_hidden) / t
     g = 2 if llm.mlp == "swiglu" else 1          # gate and up projections
     n_experts = llm.experts if moe else 1        # expert weights a die reads
     grad_bytes = training.states.grads           # weight-gradient accumulation buffer, per parameter
@@ -262,12 +274,18 @@ def build_layer(llm, training, tp: int, moe: bool, scheme: str = "megatron") -> 
 
     def stream_bytes(weights, copies=1):
         """TEMP's selective transfer: stream the smaller of a sub-weight and a token block."""
-        return min(E * weights, copies * E * sbh / t)
+        return min(E * weights, copies * E * sbh * r)
 
-    qkv_w = h * (hq + 2 * kv)
-    out_w = hq * h
-    fc1_w = n_experts * h * w * g
-    fc2_w = n_experts * w * h
+    if tatp:   # K-split sub-weights: rows of h (QKV, output projection, FC1) or of the MLP width (FC2)
+        qkv_w = rows_h * h * (h + 2 * llm.kv_hidden)
+        out_w = rows_h * h * h
+        fc1_w = n_experts * rows_h * h * ffn * g
+        fc2_w = n_experts * rows_ffn * ffn * h
+    else:      # Megatron: column blocks of QKV and FC1, row blocks of the output projection and FC2
+        qkv_w = h * (hq + 2 * kv)
+        out_w = hq * h
+        fc1_w = n_experts * h * w * g
+        fc2_w = n_experts * w * h
     router_w = h * llm.experts if moe else 0
 
     def streamed(weights, copies=1):

@@ -7,8 +7,9 @@ print it from `wafopt show` or a CLI subcommand.
 
 The layer is the MLP up-projection (hidden x ffn) of the scenario's LLM on one micro-batch. TATP
 (TEMP Sec. V) splits it over the N dies of a group in N rounds; per round each die computes one
-sub-output (2 * (b s / N) * h * (ffn / N) FLOPs) while streaming the smaller of its sub-weight and
-sub-input (TEMP's selective transfer policy) to both ring neighbours (bidirectional relay). The
+partial sub-output (2 * ceil(b s / N) * ceil(h / N) * ffn FLOPs: whole tokens and weight rows, the
+busiest die's) while streaming the smaller of its sub-weight and sub-input (TEMP's selective
+transfer policy) to both ring neighbours (bidirectional relay). The
 same layer's sub-weight gradient is all-reduced between same-position dies of the G groups (data
 parallelism), spread evenly over the N rounds, so it competes with the ring traffic (TEMP
 Fig. 11). One round lasts max(compute, tail_hops * alpha + busiest-link bytes / bandwidth)

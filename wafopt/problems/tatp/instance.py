@@ -57,11 +57,13 @@ def layer_volumes(scenario) -> dict:
     N, G = par.tp, par.pp * par.dp
     tokens = tr.micro_batch * tr.seq
     elem = tr.activation_bytes
-    sub_weight = llm.hidden * llm.ffn_hidden / N * elem
-    sub_input = tokens * llm.hidden / N * elem
+    rows = -(-llm.hidden // N)       # whole rows of the K-split weight; the busiest die's
+    own = -(-tokens // N)            # whole tokens of the sequence split; the busiest die's
+    sub_weight = rows * llm.ffn_hidden * elem
+    sub_input = own * llm.hidden * elem
     ring_bytes = min(sub_weight, sub_input)
     dp_bytes_per_round = sub_weight / N if par.dp > 1 else 0.0
-    round_flops = 2.0 * (tokens / N) * llm.hidden * (llm.ffn_hidden / N)
+    round_flops = 2.0 * own * rows * llm.ffn_hidden
     return {"N": N, "G": G, "ring_bytes": ring_bytes, "streamed": "weight" if sub_weight <= sub_input
             else "input", "dp_bytes": dp_bytes_per_round,
             "round_compute_s": round_flops / scenario.wafer.die_flops}
