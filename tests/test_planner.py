@@ -307,7 +307,11 @@ def random_plan(scenario, par, rng, micro_batch=None, split=None):
     layers = (split or random_split(scenario.llm.layers, par.pp, rng)) if rng.random() < 0.5 else None
     if par.interleave > 1:   # interleaved stages are equal: the even split
         layers = None
-    work = scenario.workload(Choice(par, tuple(schemes), micro_batch, layers))
+    # sequence parallelism on or off where the scenario leaves it open and the sequence splits over tp
+    sp = None
+    if not scenario.training.sequence_parallel_fixed and par.tp > 1 and scenario.training.seq % par.tp == 0:
+        sp = bool(rng.random() < 0.5)
+    work = scenario.workload(Choice(par, tuple(schemes), micro_batch, layers, sequence_parallel=sp))
     recompute = []
     for st in work.stages:
         if scenario.training.recompute_policy is not None:
@@ -348,6 +352,8 @@ def random_plan(scenario, par, rng, micro_batch=None, split=None):
         plan["micro_batch"] = micro_batch
     if par.interleave > 1:
         plan["interleave"] = par.interleave
+    if sp is not None:
+        plan["sequence_parallel"] = sp
     return plan
 
 

@@ -20,6 +20,7 @@ from wafopt.costmodel.network import (
     least_send_s,
 )
 from wafopt.costmodel.operators import Roofline, build_layer
+from wafopt.costmodel.rules import sequence_parallel_violation
 from wafopt.costmodel.scenario import Choice, Parallel
 
 # the (pp, index) of a pipeline whose stage `index` has this role: its numbers are the role's in any pp
@@ -64,25 +65,19 @@ def kind_prefix(llm) -> list[int]:
 
 @lru_cache(maxsize=1 << 16)
 def exact_stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str, first: int, n: int,
-                        scheme: str) -> StageNumbers:
+                        scheme: str, sp: bool | None = None) -> StageNumbers:
     """The numbers of a stage with this role holding layers first .. first + n - 1 (the cost
-    model's own stage, as in any split)."""
-    numbers = [_stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme, sp)
-               for sp in sequence_parallel_choices(scenario)]
-    if len(numbers) == 1:
-        return numbers[0]
-    # a plan may choose sequence parallelism: the least of every time and byte count and the most
-    # bytes recomputation frees, a relaxation below both variants (a bound only gets lower)
-    fields = {}
-    for name, values in zip(StageNumbers._fields, zip(*numbers)):
-        pick = max if name == "unit_bytes" else min
-        fields[name] = [pick(v) for v in zip(*values)] if isinstance(values[0], list) else pick(values)
-    return StageNumbers(**fields)
+    model's own stage, as in any split), with sequence parallelism `sp` (None: the scenario's)."""
+    return _stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme, sp)
 
 
-def sequence_parallel_choices(scenario) -> tuple:
-    """The sequence-parallel settings a plan may use: the scenario's, or both where it leaves it open."""
-    return (None,) if scenario.training.sequence_parallel_fixed else (False, True)
+def sequence_parallel_choices(scenario, tp: int, scheme: str = "megatron") -> tuple:
+    """The sequence-parallel settings a plan may use over tp dies: the scenario's where it fixes one
+    (None), else off and, where the sequence splits over tp (wafopt.costmodel.rules), on. TATP
+    splits the sequence anyway: one setting."""
+    if scenario.training.sequence_parallel_fixed or tp == 1 or scheme == "tatp":
+        return (None,)
+    return (False, True) if sequence_parallel_violation(scenario.training.seq, tp) is None else (False,)
 
 
 def _stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme, sp) -> StageNumbers:
@@ -111,14 +106,14 @@ def least_tail_s(numbers: StageNumbers, dp: int, wafer) -> float:
 
 
 def stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str, first: int, n: int,
-                  scheme: str) -> StageNumbers:
+                  scheme: str, sp: bool | None = None) -> StageNumbers:
     """exact_stage_numbers; for a model of one layer kind, every number of a stage is affine in
     its layers (sums over layers, plus the embedding or head), so two stages give them all (float
     rounding ~1e-16 relative, far inside the bounds' safety margin)."""
     if n <= 2 or kind_prefix(scenario.llm)[-1] not in (0, scenario.llm.layers):
-        return exact_stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme)
-    one = exact_stage_numbers(scenario, tp, dp, micro_batch, role, 0, 1, scheme)
-    two = exact_stage_numbers(scenario, tp, dp, micro_batch, role, 0, 2, scheme)
+        return exact_stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme, sp)
+    one = exact_stage_numbers(scenario, tp, dp, micro_batch, role, 0, 1, scheme, sp)
+    two = exact_stage_numbers(scenario, tp, dp, micro_batch, role, 0, 2, scheme, sp)
     k = n - 1
     out = []
     for a, b in zip(one, two):
@@ -143,7 +138,7 @@ def layer_compute(scenario, tp: int, micro_batch: int) -> tuple[float, float]:
     kinds = {llm.is_moe_layer(i) for i in range(llm.layers)}
     f = b = math.inf
     for scheme in scenario.tp_schemes(tp):
-        for moe, sp in ((moe, sp) for moe in kinds for sp in sequence_parallel_choices(scenario)):
+        for moe, sp in ((moe, sp) for moe in kinds for sp in sequence_parallel_choices(scenario, tp, scheme)):
             t = build_layer(llm, scenario.training_for(Choice(micro_batch=micro_batch, sequence_parallel=sp)), tp,
                             moe, scheme)
             f = min(f, sum(roofline(t.op(n).fwd) for n in t.forward if isinstance(n, str)))

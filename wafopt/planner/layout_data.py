@@ -25,6 +25,7 @@ from wafopt.costmodel.stage_numbers import (
     least_stage_send_s,
     least_tail_s,
     stage_numbers,
+    sequence_parallel_choices,
     stage_role,
     state_floor,
 )
@@ -44,7 +45,7 @@ class LayoutData:
     in-flight counts are per stage; the class index C, one past the last, marks an impossible arc).
     """
     layout: Parallel
-    schemes: tuple[str, ...]
+    variants: tuple[tuple, ...]   # the S columns: (tensor-parallel scheme, sequence parallelism or None)
     m: int
     copies: int
     cap: float            # H * C (with the evaluator's slack)
@@ -160,6 +161,9 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     tr = scenario.training_for(Choice(micro_batch=size))
     L, p = scenario.llm.layers, par.pp
     schemes = scenario.tp_schemes(par.tp)
+    # a stage's numbers per scheme and sequence-parallel setting; the bound takes the least over
+    # them per stage (a relaxation: a plan sets sequence parallelism once for all its stages)
+    variants = [(s, sp) for s in schemes for sp in sequence_parallel_choices(scenario, par.tp, s)]
     m = tr.global_batch // (tr.micro_batch * par.dp)
     moe = kind_prefix(scenario.llm)
     dp_key = par.dp if tr.distributed_optimizer else 1   # dp changes a stage only through the sharded optimizer
@@ -180,8 +184,8 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
                 key = (role, b - a, moe[b] - moe[a])
                 if key not in classes:
                     try:
-                        rows.append([stage_numbers(scenario, par.tp, dp_key, size, role, a, b - a, s)
-                                     for s in schemes])
+                        rows.append([stage_numbers(scenario, par.tp, dp_key, size, role, a, b - a, s, sp)
+                                     for s, sp in variants])
                     except InstanceError as exc:
                         return f"cannot be modelled: {exc}"
                     classes[key] = len(rows) - 1
@@ -209,7 +213,7 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     if tr.recompute_policy is not None:   # every plan recomputes exactly these units in every layer
         row = scenario.stage_workload(Choice(par, schemes[0], size), 0, 0, 1).policy_row(tr.recompute_policy)
         forced = np.array([1.0 if x else 0.0 for x in row]) if isinstance(row, list) else np.ones(ub.shape[2])   # full
-    d = LayoutData(par, schemes, m, copies, cap, optimizer, Fc, Bc, fixed, kept, ub, r, n, inflight, arcs, L, [],
+    d = LayoutData(par, tuple(variants), m, copies, cap, optimizer, Fc, Bc, fixed, kept, ub, r, n, inflight, arcs, L, [],
                    class_optimizer, send, forced)
     die = capacity * (1 + MEMORY_SLACK)
     fits = fixed.min(axis=1) <= die
