@@ -24,8 +24,8 @@ from wafopt.costmodel.stage_numbers import (
     kind_prefix,
     least_stage_send_s,
     least_tail_s,
-    stage_numbers,
     sequence_parallel_choices,
+    stage_numbers,
     stage_role,
     state_floor,
 )
