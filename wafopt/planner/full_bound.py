@@ -108,7 +108,11 @@ def arc_terms(d: LayoutData, w: np.ndarray, mu: float) -> tuple[np.ndarray, floa
     memory = mu * d.copies * (d.fixed[None] + inf * d.kept[None])
     compute = aF[:, None, None] * d.Fc[None] + aB[:, None, None] * d.Bc[None]
     values = (compute + memory + d.n[None, :, None] * gain).min(axis=2)
-    magnitude = float((compute + np.abs(memory) + d.n[None, :, None] * np.abs(gain)).max(axis=(1, 2)).sum())
+    # O, stage 0's gradient reduction and optimizer step, ends every inequality (weights sum to 1):
+    # it is the split's own first stage's, so it goes with stage 0's arc
+    values[0] += d.class_optimizer
+    magnitude = float((compute + np.abs(memory) + d.n[None, :, None] * np.abs(gain)).max(axis=(1, 2)).sum()
+                      + d.class_optimizer.max())
     return values, magnitude
 
 
@@ -120,8 +124,8 @@ def lagrangian(d: LayoutData, w, mu: float, with_split: bool = False):
     values, magnitude = arc_terms(d, w, mu)
     least, split = least_path(d, values)
     sends = weighted_sends(d, w)
-    value = d.optimizer + sends + least - mu * d.cap
-    value = float(value - SAFETY * (d.optimizer + sends + magnitude + mu * d.cap))
+    value = sends + least - mu * d.cap
+    value = float(value - SAFETY * (sends + magnitude + mu * d.cap))
     return (value, split) if with_split else value
 
 

@@ -233,7 +233,8 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
 
 
 def at_split(d: LayoutData, split: list[int]) -> SimpleNamespace:
-    """The per-stage arrays of one split (what the LP relaxation of a fixed split needs)."""
+    """The per-stage arrays of one split (what the LP relaxation of a fixed split needs), and O of
+    its first stage."""
     idx, at = [], 0
     for (starts, cls, _), k in zip(d.arcs, split):
         idx.append(int(cls[int(np.nonzero(starts == at)[0][0]), at + k]))
@@ -241,6 +242,6 @@ def at_split(d: LayoutData, split: list[int]) -> SimpleNamespace:
     idx = np.array(idx)
     inf = d.inflight[:, None]
     M0 = d.fixed[idx] + inf * d.kept[idx]
-    return SimpleNamespace(layout=d.layout, m=d.m, copies=d.copies, cap=d.cap, optimizer=d.optimizer,
+    return SimpleNamespace(layout=d.layout, m=d.m, copies=d.copies, cap=d.cap, optimizer=d.class_optimizer[idx[0]],
                            Fc=d.Fc[idx], Bc=d.Bc[idx], M0=M0, a=inf[:, :, None] * d.ub[idx], r=d.r[idx],
                            L=d.n[idx])

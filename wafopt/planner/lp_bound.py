@@ -48,8 +48,8 @@ def supergradient(d: LayoutData, w: np.ndarray, mu: float, split: list[int]) -> 
         M += s.M0[j, k] - s.L[j] * (s.a[j, k] * drop[k]).sum()
     T = F + B
     g_sends, h_sends = send_crossings(p, v)
-    g = d.optimizer + np.concatenate([[0.0], np.cumsum(T)[:-1]]) / v + m * T + d.send_s * g_sends
-    h = (d.optimizer + T.sum() - T + m * B + forward_counts(p, m) * F + d.send_s * h_sends) if v == 1 else np.zeros(p)
+    g = s.optimizer + np.concatenate([[0.0], np.cumsum(T)[:-1]]) / v + m * T + d.send_s * g_sends
+    h = (s.optimizer + T.sum() - T + m * B + forward_counts(p, m) * F + d.send_s * h_sends) if v == 1 else np.zeros(p)
     return np.concatenate([g, h]), d.copies * M - d.cap
 
 
