@@ -16,7 +16,7 @@ import wafopt
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, close
 from wafopt.costmodel.rules import legal_schemes
-from wafopt.costmodel.scenario import Choice, Fixed
+from wafopt.costmodel.scenario import Choice, Fixed, Parallel
 from wafopt.planner.full_bound import layout_bound
 from wafopt.planner.ga_operators import (
     INFEASIBLE,
@@ -33,6 +33,7 @@ from wafopt.planner.ga_operators import (
     recombine,
     shifted,
 )
+from wafopt.planner.layout_data import layout_data
 from wafopt.planner.lp_bound import refine
 from wafopt.planner.quick_bound import quick_bound
 from wafopt.planner.space import layout_choices, layout_space
@@ -203,6 +204,17 @@ def test_brute_force_agrees_on_an_interleaved_scenario():
     assert {(c.parallel.pp, c.parallel.interleave) for c in layout_choices(loaded.instance)} == {(2, 2)}
     result = check_against_brute_force(loaded)
     assert result.solution.plan.get("interleave") == 2
+
+
+def test_a_stage_never_frees_more_activation_memory_than_it_keeps():
+    # the bound's numbers per scheme and sequence-parallel setting come from one stage each: the
+    # bytes recomputation frees (every unit in every layer) are part of what that stage keeps, at
+    # 16K tokens too, where sequence parallelism changes the activations fourfold
+    scenario = load(ROOT / "instances" / "findings" / "temp-gpt3-175b-16k-search.yaml").instance
+    for par in (Parallel(8, 6, 1), Parallel(16, 3, 1)):
+        d = layout_data(scenario, Choice(par))
+        assert {sp for _, sp in d.variants} == {False, True, None}
+        assert (d.n[:, None] * d.ub.sum(axis=2) <= d.kept * (1 + 1e-9)).all()
 
 
 def test_schedule_bound_is_the_least_worst_inequality_over_every_split():
