@@ -30,9 +30,8 @@ from wafopt.costmodel.operators import (
     LayerTable,
     Roofline,
     build_layer,
-    busiest_share,
 )
-from wafopt.costmodel.rules import layout_violation, padded_vocab
+from wafopt.costmodel.rules import busiest_share, layout_violation, padded_vocab
 from wafopt.costmodel.schedule import inflight_microbatches
 from wafopt.costmodel.stage import (
     CommStep,

@@ -4,7 +4,7 @@ concurrency class, and the alpha-beta duration of a communication phase under co
 
 from __future__ import annotations
 
-from wafopt.costmodel.operators import busiest_share
+from wafopt.costmodel.rules import busiest_share
 from wafopt.costmodel.stage import CommStep
 from wafopt.costmodel.tasks import Comm, RoutedFlow
 from wafopt.hardware.mesh import Die, Mesh

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from wafopt.costmodel.rules import kv_heads_per_die
+from wafopt.costmodel.rules import busiest_share, kv_heads_per_die
 
 # Per-element costs of the non-GEMM operators (plausible values; they are memory-bound anyway).
 MASK_BYTES = 1          # dropout masks are stored as bytes (Korthikanti Sec. 4.1)
@@ -197,12 +197,6 @@ class LayerTable:
         """Largest activation-gradient footprint of one backward operator: its output and input
         gradients, a re-gathered input (sequence parallelism), plus the residual-stream gradient."""
         return self.residual_grad_bytes + max(o.in_bytes + o.out_bytes + o.gathered_bytes for o in self.ops)
-
-
-def busiest_share(n: int, t: int) -> float:
-    """Share of `n` whole items (tokens, weight rows) on the die that holds the most of them when
-    t dies split them: ceil(n / t) / n, exactly 1 / t where t divides n."""
-    return -(-n // t) / n
 
 
 def _fuse_elementwise(ops: list[Op]) -> list[Op]:

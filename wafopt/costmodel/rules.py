@@ -38,6 +38,17 @@ def padded_vocab(vocab: int, tp: int) -> int:
     return math.ceil(vocab / multiple) * multiple
 
 
+def busiest_count(n: int, t: int) -> int:
+    """Whole items (tokens, weight rows) on the die that holds the most of them when t dies split
+    `n` of them: ceil(n / t)."""
+    return -(-n // t)
+
+
+def busiest_share(n: int, t: int) -> float:
+    """busiest_count as a share of n: exactly 1 / t where t divides n."""
+    return busiest_count(n, t) / n
+
+
 def kv_heads_per_die(llm, tp: int) -> int:
     """KV heads one die of a tp group holds: kv_heads / tp, or one replicated head when tp > kv_heads."""
     return max(llm.kv_heads // tp, 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wafopt.core.errors import InstanceError
+from wafopt.costmodel.rules import busiest_count
 from wafopt.hardware.mesh import Mesh
 
 OBJECTIVE = "sum of ring costs (hops)"
@@ -57,8 +58,8 @@ def layer_volumes(scenario) -> dict:
     N, G = par.tp, par.pp * par.dp
     tokens = tr.micro_batch * tr.seq
     elem = tr.activation_bytes
-    rows = -(-llm.hidden // N)       # whole rows of the K-split weight; the busiest die's
-    own = -(-tokens // N)            # whole tokens of the sequence split; the busiest die's
+    rows = busiest_count(llm.hidden, N)   # whole rows of the K-split weight, the busiest die's
+    own = busiest_count(tokens, N)        # whole tokens of the sequence split, likewise
     sub_weight = rows * llm.ffn_hidden * elem
     sub_input = own * llm.hidden * elem
     ring_bytes = min(sub_weight, sub_input)
