@@ -358,3 +358,15 @@ def test_simulator_hand_case_intervals():
     assert sim.iteration_s == 15.0
     # device 0 holds all four chunk-micro-batches after its warm-up; device 1 three (F00 F01 F10)
     assert sim.peak_memory == {dies[0]: 4.0, dies[1]: 3.0}
+
+
+@HYPO
+@given(st.lists(graphs(), min_size=1, max_size=4).filter(lambda cases: len({c[:3] for c in cases}) == 1))
+def test_arrays_of_pipelines_finish_as_each_one_alone(cases):
+    # one pipeline per array entry (the plan bound runs every layer split at once)
+    _, v, m = cases[0][:3]
+    columns = [[np.array([float(c[k][i]) for c in cases]) for i in range(len(cases[0][3]))] for k in range(3, 7)]
+    together = pipeline_finish(*columns, m, v)
+    for n, case in enumerate(cases):
+        alone = pipeline_finish(*[[float(t) for t in times] for times in case[3:]], m, v)
+        assert [float(f[n]) for f in together] == alone

@@ -221,7 +221,7 @@ def test_schedule_bound_is_the_least_worst_inequality_over_every_split():
     """The DP + bisection of schedule_bound against enumerating every split of a layout: the
     least over splits of max_k (g_k, h_k) with the split's own first-stage optimizer step."""
     from wafopt.costmodel.scenario import Parallel
-    from wafopt.planner.full_bound import schedule_bound
+    from wafopt.planner.full_bound import inequality_bound
     from wafopt.planner.layout_data import (
         at_split,
         forward_counts,
@@ -250,7 +250,55 @@ def test_schedule_bound_is_the_least_worst_inequality_over_every_split():
         h = d.optimizer + total + (d.m - 1) * b + (n - 1) * f + 2 * 2 * d.send_s
         values.append(max(g.max(), h.max()))
     assert min(values) > 0 and d.send_s > 0
-    assert close(schedule_bound(d), min(values)) and schedule_bound(d) <= min(values)
+    assert close(inequality_bound(d), min(values)) and inequality_bound(d) <= min(values)
+
+
+def test_the_task_graph_bound_is_below_every_split_and_at_least_the_inequalities():
+    """Step 8: the least longest path over every split, stages at their least times, is never
+    above a plan of any split (tile plans without recomputation) and never below the worst
+    inequality of step 6."""
+    from wafopt.planner.full_bound import (
+        every_split,
+        inequality_bound,
+        schedule_bound,
+        task_graph_bound,
+    )
+
+    data = copy.deepcopy(SPLITS)
+    data["model"]["layers"] = 7
+    data["wafer"]["dram_gb"] = 1.0
+    scenario = parse_instance(dict(data, parallel={"tp": 2, "pp": 3})).instance
+    par = Parallel(2, 3, 1)
+    d = layout_data(scenario, Choice(par, micro_batch=1))
+    classes = every_split(d, 10**6)
+    assert classes.shape == (15, 3) and every_split(d, 14) is None     # C(6, 2) splits of 7 layers
+    bound = task_graph_bound(d)
+    assert bound > inequality_bound(d) > 0 and schedule_bound(d) == bound
+    objectives = []
+    for plan in itertools.islice(tile_plans(scenario, par), 4):
+        for layers in compositions(7, 3):
+            ev = evaluate("plan", scenario, dict(plan, layers=layers, micro_batch=1))
+            if ev.feasible:
+                objectives.append(ev.objective)
+                assert at_most(bound, ev.objective), (layers, bound, ev.objective)
+    assert len(objectives) > 30
+    assert min(objectives) <= bound * 1.2   # and it is near the best of them
+
+
+def test_a_stage_that_cannot_keep_its_own_state_is_no_arc_of_the_bound():
+    # offloading moves activation checkpoints only: GPT-3 175B at tp 8 keeps at most 17 layers'
+    # state on a 72 GB die, so the Lagrangian's least split never gives a stage more
+    from wafopt.planner.full_bound import lagrangian
+    from wafopt.planner.layout_data import MEMORY_SLACK
+
+    scenario = load(ROOT / "instances" / "findings" / "temp-gpt3-175b-16k-search.yaml").instance
+    bound = refine(layout_bound(scenario, Choice(Parallel(8, 6, 1))))
+    d = bound.data
+    die = scenario.wafer.dram_capacity * (1 + MEMORY_SLACK)
+    assert all((d.fixed[used].min(axis=1) <= die).all() for _, _, used in d.arcs)
+    assert (d.fixed.min(axis=1) > die).any()      # the longer stages exist, as no arc
+    _, split = lagrangian(d, bound.w, bound.mu, with_split=True)
+    assert sum(split) == 96 and max(split) <= 17
 
 
 def test_infeasible_layouts_are_proven_and_never_composed():

@@ -51,6 +51,12 @@ class PlanLayout:
         return self.choice.schemes
 
 
+def placement_choice(placement: dict) -> Choice:
+    """What a placed plan chooses beyond its layout that changes its stages' numbers: its schemes
+    and sequence parallelism (absent: the scenario's), as the kernels derived from it read them."""
+    return Choice(schemes=placement.get("tp_scheme"), sequence_parallel=placement.get("sequence_parallel"))
+
+
 def read_plan(plan: dict, interleave: int = 1) -> PlanLayout:
     """Structure of the plan (`interleave`: its default, the scenario's); PlanError if it cannot be read."""
     if not isinstance(plan, dict):

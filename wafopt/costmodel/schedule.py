@@ -151,9 +151,11 @@ def pipeline_finish(forward: Sequence[float], backward: Sequence[float], send_fo
     send_backward[0]; the last virtual stage's backward waits for its own forward. Sends do not
     occupy a device. With equal stage times and free sends the result is
     sum_i T_i / v + (m - 1/v) max_i T_i (`interleaved_iteration`).
+    Times may be numpy arrays of one shape (one pipeline per entry: the finishes are arrays too).
     """
     p, v = len(forward), interleave
     zero = forward[0] * 0   # keeps exact inputs (Fractions) exact
+    later = np.maximum if isinstance(zero, np.ndarray) else max
     orders = [pipeline_order(i, p, microbatches, v) for i in range(p)]
     done: dict[tuple[str, int, int, int], float] = {}
     clock = [zero] * p
@@ -182,7 +184,7 @@ def pipeline_finish(forward: Sequence[float], backward: Sequence[float], send_fo
                     duration = backward[i]
                 if ready is None:
                     break
-                clock[i] = max(clock[i], ready + send) + duration
+                clock[i] = later(clock[i], ready + send) + duration
                 done[(kind, i, c, k)] = clock[i]
                 position[i] += 1
                 left -= 1

@@ -9,7 +9,8 @@ than nothing, and the longest path grows with every duration. A plan may choose 
 and, where the scenario allows several, its micro-batch size and interleave (virtual stages per
 device), so the floor is the least over them of the schedule bound of the layout bound (its
 quick tier, wafopt.planner.quick_bound, its Lagrangian without memory, mu = 0, at the split that
-makes it least, and the split's worst inequality, wafopt.planner.full_bound).
+makes it least, and the schedule bound: the split's worst inequality and the task graph's
+longest path at the least task times, wafopt.planner.full_bound).
 Re-derived from the scenario alone; the certificate has no data.
 
 planner-layouts: the joint planner's bound. The certificate lists every choice of the space

@@ -7,8 +7,9 @@ in this order:
    stages to tiles where there are few, and free contiguous rings from the tatp kernel where
    tiles do not fit (odd or large tp, faulty dies), each also reshaped by simulated annealing so
    that the rings' traffic shares the fewest links (`untangle`); rings are chained stage after
-   stage, each ring turned to face the previous one; both tensor-parallel schemes; ranked by the evaluator
-   without recomputation, the best two go on;
+   stage, each ring turned to face the previous one; both tensor-parallel schemes, Megatron with
+   and without sequence parallelism where the scenario leaves it open; ranked by the evaluator
+   without recomputation, the best four go on;
 2. recomputation with DRAM pooled over all healthy dies (GCMR, WATOS Alg. 2, with idle dies as
    memory): the recompute kernel of the placement with the wafer's DRAM as its pooled capacity,
    the GCMR DP as the start of the MILP (exact where it closes in the budget);
@@ -38,7 +39,9 @@ from wafopt.compose.gcmr import solve_gcmr
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.layout import split_layers
+from wafopt.costmodel.plan_layout import placement_choice
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
+from wafopt.costmodel.stage_numbers import sequence_parallel_choices
 from wafopt.heuristics import placement as placement_heuristics
 from wafopt.heuristics import recompute as recompute_heuristics
 from wafopt.heuristics import routing as routing_heuristics
@@ -62,7 +65,9 @@ from wafopt.problems.routing.instance import from_scenario as routing_kernel
 from wafopt.problems.tatp.instance import from_scenario as tatp_kernel
 
 ENUMERATE_ASSIGNMENTS = 720   # every stage-to-tile assignment is tried (at no recomputation) up to this many
-RANK_SHARE = 0.3              # of a layout's budget for ranking placements; the rest composes the best two
+RANK_SHARE = 0.3              # of a layout's budget for ranking placements; the rest composes the best ones
+COMPOSED = 4                  # ranked placements (with their schemes) composed per layout: the ranking is
+#                               without recomputation, and on faulty wafers the 3rd or 4th often wins after it
 RECOMPUTE_MILP_S = 4.0     # the recompute MILP per placement (after the DP start)
 PLACEMENT_S = 3.0          # the Eq. 2 placement kernel per layout
 RINGS_S = 3.0              # the tatp kernel's free rings per layout
@@ -207,11 +212,11 @@ def offload_records(inst, chunks: dict) -> list[dict]:
     return out
 
 
-def forced_recompute(fs: Scenario, scheme) -> list | None:
+def forced_recompute(fs: Scenario, placement: dict) -> list | None:
     """The recompute rows of every stage when the scenario forces a policy (training.recompute:
     selective | full), else None."""
     policy = fs.training.recompute_policy
-    return None if policy is None else fs.workload(Choice(schemes=scheme)).policy_rows(policy)
+    return None if policy is None else fs.workload(placement_choice(placement)).policy_rows(policy)
 
 
 def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: SolveOptions) -> tuple[list, str]:
@@ -225,7 +230,7 @@ def pooled_recompute(fs: Scenario, placement: dict, factor: float, options: Solv
         raise InstanceError(why)
     if not fs.training.recompute:   # forbidden: every activation is kept, Mem_pair offloads the overflow
         return plan_recompute(fs, [[0] * len(kernel.units) for _ in kernel.stages]), "none (forbidden)"
-    rows = forced_recompute(fs, placement.get("tp_scheme"))
+    rows = forced_recompute(fs, placement)
     if rows is not None:            # forced: exactly that policy, Mem_pair offloads what still overflows
         return rows, f"{fs.training.recompute_policy} (forced)"
     start = recompute_heuristics.solve_dp(kernel, options.sub())
@@ -407,19 +412,20 @@ def compose_layout(scenario: Scenario, choice: Choice, options: SolveOptions) ->
     ranked = []
     left = options.remaining()
     rank_until = None if left is None else time.monotonic() + RANK_SHARE * left
+    variants = [(scheme, sp) for scheme in schemes for sp in sequence_parallel_choices(fs, par.tp, scheme)]
     for label, placement in placements(fs, options, out.notes):
-        for scheme in schemes:
+        for scheme, sp in variants:
             if options.stopped() or (len(ranked) >= 2 and rank_until is not None and time.monotonic() > rank_until):
-                break   # ranking may not eat the budget the two best placements need
-            candidate = dict(placement, tp_scheme=scheme)
-            rows = forced_recompute(fs, scheme)
+                break   # ranking may not eat the budget the best placements need
+            candidate = dict(placement, tp_scheme=scheme, **({} if sp is None else {"sequence_parallel": sp}))
+            rows = forced_recompute(fs, candidate)
             if rows is not None:
                 candidate["recompute"] = rows
             ev = evaluate("plan", fs, candidate)   # time without recomputation (or the forced one) ranks placements
             if ev.objective is not None:
-                ranked.append((ev.objective, f"{label} ({scheme})", candidate))
+                ranked.append((ev.objective, f"{label} ({scheme}{', sequence-parallel' if sp else ''})", candidate))
     ranked.sort(key=lambda t: t[0])
-    for _, label, placement in ranked[:2]:
+    for _, label, placement in ranked[:COMPOSED]:
         if options.stopped():
             break
         try:

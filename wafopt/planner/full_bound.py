@@ -22,12 +22,15 @@ recomputation, offloading and routes:
    every unit in every layer, its per-unit times scaled down when it is the cheaper way.
 3. Memory. Offloading moves bytes between dies, so the dies of the stages together fit the pooled
    DRAM of all healthy dies: copies * sum_j M_j <= H * C (copies = tp * dp), with
-   M_j >= M0_js - sum_u a_jsu x_ju (M0: memory without recomputation; a: in-flight bytes of the
-   unit per layer; recomputation's transient memory only adds). A die keeps at least its state,
-   gradients of one operator and buffers.
+   M_j >= M0_js - sum_u (a_jsu x_ju - b_jsu [x_ju > 0]) (M0: memory without recomputation; b: bytes
+   of the unit per layer and micro-batch, a = b times the stage's in-flight micro-batches; a unit
+   dropped in some layer is regenerated for one layer at a time in the backward, the evaluator's
+   transient memory). A die keeps at least its state, gradients of one operator and buffers,
+   which offloading never moves: a stage that cannot is no arc of any split (layout_data).
 4. Lagrangian. With a multiplier mu >= 0 on (3), relaxing the choice of scheme and x:
    LB(w, mu) = O + sum_j min_s [alphaF_j Fc_js + alphaB_j Bc_js + mu copies M0_js
-                                + L_j sum_u min(0, alphaB_j r_jsu - mu copies a_jsu)] - mu H C.
+                  + sum_u min(0, L_j (alphaB_j r_jsu - mu copies a_jsu) + mu copies b_jsu)] - mu H C
+   (over x_ju in 0..L_j the unit's term is least at 0 or at L_j).
    Any (w, mu) gives a valid bound (weak duality). A forced policy (training.recompute:
    selective | full) fixes x: the min(0, .) becomes the policy's units (LayoutData.forced) in
    every layer.
@@ -39,12 +42,19 @@ recomputation, offloading and routes:
    (lp_bound) on this concave function where the bound matters; the certificate stores (w, mu) and `wafopt certify`
    recomputes the least LB(w, mu) from the scenario alone.
 
-6. The split's worst inequality (schedule_bound): the least over splits of max_k (g_k, h_k),
+6. The split's worst inequality (inequality_bound): the least over splits of max_k (g_k, h_k),
    stages at their least compute over the schemes without recomputation, O the split's own first
    stage's optimizer step; it binds where memory does not and no fixed weighting is tight.
 7. Interleaved 1F1B (v model chunks per stage, equal stages): the proven bound of
    wafopt.costmodel.schedule.interleaved_lower_bound, g_k = sum_{j<k} T_j / v + m T_k + O, takes
    the place of step 1 (no h_k); stages hold their interleaved in-flight micro-batches in step 3.
+8. The task graph itself (task_graph_bound): the evaluator's iteration is the longest path of the
+   (interleaved) 1F1B task graph, which never shortens as a task or a send lengthens. With every
+   stage at its least forward and backward times, every send at its least and the first stage's
+   own optimizer step after its last backward, the least longest path over every split bounds
+   every plan. It is exact in the schedule (the fill and drain that g_k and h_k approximate) and
+   runs where the splits are few enough to enumerate (MAX_SPLIT_TASKS), all of them at once as
+   arrays. schedule_bound is the larger of steps 6 and 8.
 
 Infeasible (layout_data): under every split, some stage's state exceeds a die's DRAM under every
 scheme, or even full recomputation does not fit the pooled DRAM, or the workload cannot be built.
@@ -55,6 +65,7 @@ from __future__ import annotations
 import numpy as np
 
 from wafopt.costmodel.scenario import Choice, Scenario
+from wafopt.costmodel.schedule import pipeline_finish
 from wafopt.planner.layout_data import (
     SAFETY,
     LayoutBound,
@@ -67,6 +78,7 @@ from wafopt.planner.layout_data import (
 )
 from wafopt.planner.quick_bound import quick_bound
 
+MAX_SPLIT_TASKS = 400_000   # splits x stages x chunks x micro-batches the task-graph bound (step 8) runs
 MU_STEPS = 30        # golden-section steps of the multiplier search (0.618^30: 6e-7 of its range)
 
 
@@ -102,17 +114,18 @@ def arc_terms(d: LayoutData, w: np.ndarray, mu: float) -> tuple[np.ndarray, floa
     on the terms' magnitude along any split."""
     aF, aB = coefficients(w, d.layout.pp, d.m, d.layout.interleave)
     inf = d.inflight[:, None, None]
-    gain = aB[:, None, None, None] * d.r[None] - mu * d.copies * inf[..., None] * d.ub[None]
-    # the least over recomputing a unit in every layer or none; a forced policy fixes which
+    gain = aB[:, None, None, None] * d.r[None] - mu * d.copies * inf[..., None] * d.ub[None]   # per layer
+    # dropping a unit in every layer of the class, its one regenerated layer held in the backward
+    gain = d.n[None, :, None, None] * gain + mu * d.copies * d.ub[None]
+    # the least over dropping it there or nowhere; a forced policy fixes which
     gain = (np.minimum(0.0, gain) if d.forced is None else gain * d.forced).sum(axis=3)   # (p, C, S)
     memory = mu * d.copies * (d.fixed[None] + inf * d.kept[None])
     compute = aF[:, None, None] * d.Fc[None] + aB[:, None, None] * d.Bc[None]
-    values = (compute + memory + d.n[None, :, None] * gain).min(axis=2)
+    values = (compute + memory + gain).min(axis=2)
     # O, stage 0's gradient reduction and optimizer step, ends every inequality (weights sum to 1):
     # it is the split's own first stage's, so it goes with stage 0's arc
     values[0] += d.class_optimizer
-    magnitude = float((compute + np.abs(memory) + d.n[None, :, None] * np.abs(gain)).max(axis=(1, 2)).sum()
-                      + d.class_optimizer.max())
+    magnitude = float((compute + np.abs(memory) + np.abs(gain)).max(axis=(1, 2)).sum() + d.class_optimizer.max())
     return values, magnitude
 
 
@@ -132,8 +145,12 @@ def lagrangian(d: LayoutData, w, mu: float, with_split: bool = False):
 def mu_high(d: LayoutData, aB) -> float:
     """The multiplier above which every unit is recomputed in every layer (a larger one only
     charges memory)."""
-    ratios = [(aB[j] * d.r[a[2]])[d.ub[a[2]] > 0] / (d.copies * d.inflight[j] * d.ub[a[2]][d.ub[a[2]] > 0])
-              for j, a in enumerate(d.arcs)]
+    ratios = []
+    for j, (_, _, used) in enumerate(d.arcs):
+        n, ub = d.n[used][:, None, None], d.ub[used]
+        freed = n * d.inflight[j] - 1.0            # layers' worth of a unit dropping it everywhere frees
+        pays = (ub > 0) & (freed > 0)
+        ratios.append((aB[j] * d.r[used] * n)[pays] / (d.copies * ub * freed)[pays])
     ratios = np.concatenate(ratios)
     return float(ratios.max()) if ratios.size else 0.0
 
@@ -217,6 +234,12 @@ def _fits_below(d: LayoutData, least: tuple, tau: float) -> bool:
 
 
 def schedule_bound(d: LayoutData) -> float:
+    """What binds where memory does not (steps 6 and 8): the larger of the split's worst
+    inequality and the task graph's longest path, each the least over every split."""
+    return max(inequality_bound(d), task_graph_bound(d))
+
+
+def inequality_bound(d: LayoutData) -> float:
     """The least over splits of max_k (g_k, h_k) plus the optimizer step, every stage at its least
     compute and collectives over the schemes (module docstring, step 1, without the Lagrangian:
     recomputation only adds time; h_k with the least total over splits). The Lagrangian weighs the inequalities
@@ -239,6 +262,48 @@ def schedule_bound(d: LayoutData) -> float:
         else:
             lo = mid
     return float(lo - SAFETY * hi)
+
+
+def task_graph_bound(d: LayoutData) -> float:
+    """Step 8: the least over every split of the (interleaved) 1F1B task graph's longest path
+    (wafopt.costmodel.schedule.pipeline_finish) with each stage's tasks at their least times
+    and every send at its least, the first stage's own optimizer step after its last backward; 0
+    where the splits number more than MAX_SPLIT_TASKS allows. The longest path never decreases as a
+    task or send lengthens, so no plan with the split runs faster."""
+    p, m, v = d.layout.pp, d.m, d.layout.interleave
+    if v > 1 and m % p:
+        return 0.0
+    classes = every_split(d, MAX_SPLIT_TASKS // (p * v * m))
+    if classes is None:
+        return 0.0
+    F, B = d.Fc.min(axis=1), d.Bc.min(axis=1)
+    sends = [np.full(len(classes), d.send_s)] * p
+    ends = pipeline_finish([F[classes[:, j]] / v for j in range(p)], [B[classes[:, j]] / v for j in range(p)],
+                           sends, sends, m, v)
+    value = np.maximum(ends[0] + d.class_optimizer[classes[:, 0]], np.max(ends, axis=0))
+    least = float(value.min())
+    return least - SAFETY * least
+
+
+def every_split(d: LayoutData, most: int) -> np.ndarray | None:
+    """The class of each stage under every split (splits, p), or None when there are more than
+    `most` (counted first, by the completions of each boundary)."""
+    C, L = len(d.n), d.layers
+    completions = [np.zeros(L + 1) for _ in range(len(d.arcs) + 1)]   # from boundary b, stages j.. on
+    completions[-1][L] = 1.0
+    for j in reversed(range(len(d.arcs))):
+        starts, cls, _ = d.arcs[j]
+        completions[j][starts] = ((cls < C) * completions[j + 1]).sum(axis=1)
+    if not 0 < completions[0][0] <= most:
+        return None
+    at, classes = np.zeros(1, dtype=int), np.zeros((1, 0), dtype=int)
+    for j, (starts, cls, _) in enumerate(d.arcs):
+        row = np.full(L + 1, -1)
+        row[starts] = np.arange(len(starts))
+        arcs = cls[row[at]]                                               # (partial splits, L + 1)
+        path, at = np.nonzero((arcs < C) & (completions[j + 1] > 0))
+        classes = np.column_stack([classes[path], arcs[path, at]])
+    return classes
 
 
 def layout_bound(scenario: Scenario, choice: Choice) -> LayoutBound:

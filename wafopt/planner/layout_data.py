@@ -204,7 +204,6 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     wafer = scenario.wafer
     # what follows stage 0's last backward: its gradient reduction (least time) and optimizer step
     tails = [[least_tail_s(v, par.dp, wafer) for v in row] for row in rows]
-    optimizer = min(t for key, c in classes.items() if key[0] in ("first", "only") for t in tails[c])
     copies = par.tp * par.dp
     cap = healthy * capacity * (1 + MEMORY_SLACK)
     class_optimizer = np.array([min(t) for t in tails])
@@ -213,11 +212,13 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     if tr.recompute_policy is not None:   # every plan recomputes exactly these units in every layer
         row = scenario.stage_workload(Choice(par, schemes[0], size), 0, 0, 1).policy_row(tr.recompute_policy)
         forced = np.array([1.0 if x else 0.0 for x in row]) if isinstance(row, list) else np.ones(ub.shape[2])   # full
+    # a die keeps its state, gradients and buffers whatever it offloads: a stage that cannot is no arc
+    fits = np.append(fixed.min(axis=1) <= capacity * (1 + MEMORY_SLACK), False)
+    arcs = [(starts, np.where(fits[cls], cls, len(rows)), np.unique(cls[fits[cls]])) for starts, cls, _ in arcs]
+    optimizer = min((min(tails[c]) for c in arcs[0][2]), default=0.0)
     d = LayoutData(par, tuple(variants), m, copies, cap, optimizer, Fc, Bc, fixed, kept, ub, r, n, inflight, arcs, L, [],
                    class_optimizer, send, forced)
-    die = capacity * (1 + MEMORY_SLACK)
-    fits = fixed.min(axis=1) <= die
-    if not np.isfinite(least_path(d, [np.where(fits, 0.0, np.inf)] * p)[0]):
+    if not np.isfinite(least_path(d, [np.zeros(len(rows))] * p)[0]):
         return (f"every split leaves a stage that keeps more than the die's {capacity / GB:.1f} GB per die "
                 f"(state, gradients, buffers)")
     dropped = ub.sum(axis=2) if forced is None else (ub * forced).sum(axis=2)
@@ -243,5 +244,5 @@ def at_split(d: LayoutData, split: list[int]) -> SimpleNamespace:
     inf = d.inflight[:, None]
     M0 = d.fixed[idx] + inf * d.kept[idx]
     return SimpleNamespace(layout=d.layout, m=d.m, copies=d.copies, cap=d.cap, optimizer=d.class_optimizer[idx[0]],
-                           Fc=d.Fc[idx], Bc=d.Bc[idx], M0=M0, a=inf[:, :, None] * d.ub[idx], r=d.r[idx],
+                           Fc=d.Fc[idx], Bc=d.Bc[idx], M0=M0, a=inf[:, :, None] * d.ub[idx], ub=d.ub[idx], r=d.r[idx],
                            L=d.n[idx])

@@ -38,14 +38,14 @@ def supergradient(d: LayoutData, w: np.ndarray, mu: float, split: list[int]) -> 
     s = at_split(d, split)
     F, B, M = np.zeros(p), np.zeros(p), 0.0
     for j in range(p):
-        drop = aB[j] * s.r[j] - mu * d.copies * s.a[j] < 0 if d.forced is None else \
-            np.broadcast_to(d.forced > 0, s.r[j].shape)                      # (S, U): recompute every layer
-        per = aF[j] * s.Fc[j] + aB[j] * s.Bc[j] + mu * d.copies * s.M0[j] + \
-            s.L[j] * np.where(drop, aB[j] * s.r[j] - mu * d.copies * s.a[j], 0.0).sum(axis=1)
+        freed = s.L[j] * s.a[j] - s.ub[j]      # (S, U): dropping a unit in every layer, one regenerated
+        gain = s.L[j] * aB[j] * s.r[j] - mu * d.copies * freed
+        drop = gain < 0 if d.forced is None else np.broadcast_to(d.forced > 0, s.r[j].shape)
+        per = aF[j] * s.Fc[j] + aB[j] * s.Bc[j] + mu * d.copies * s.M0[j] + np.where(drop, gain, 0.0).sum(axis=1)
         k = int(np.argmin(per))
         F[j] = s.Fc[j, k]
         B[j] = s.Bc[j, k] + s.L[j] * (s.r[j, k] * drop[k]).sum()
-        M += s.M0[j, k] - s.L[j] * (s.a[j, k] * drop[k]).sum()
+        M += s.M0[j, k] - (freed[k] * drop[k]).sum()
     T = F + B
     g_sends, h_sends = send_crossings(p, v)
     g = s.optimizer + np.concatenate([[0.0], np.cumsum(T)[:-1]]) / v + m * T + d.send_s * g_sends

@@ -22,7 +22,7 @@ import numpy as np
 
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.plan import die_memory
-from wafopt.costmodel.scenario import Choice
+from wafopt.costmodel.plan_layout import placement_choice
 from wafopt.hardware.mesh import UNREACHABLE, Die, Mesh
 
 OBJECTIVE = "offloaded volume x hops (instance volume units x hops)"
@@ -143,7 +143,7 @@ def from_scenario(scenario, placement: dict, recompute: list[list[int]]) -> MemP
 
 def sender_helper_split(scenario, placement: dict, x) -> tuple[list, list]:
     """(die, overflow) of every Sender and (die, spare) of every Helper, in bytes."""
-    work = scenario.workload(Choice(schemes=placement.get("tp_scheme")))
+    work = scenario.workload(placement_choice(placement))
     cap = scenario.wafer.dram_capacity
     pipelines = [[[tuple(d) for d in dies] for dies in pipe] for pipe in placement["pipelines"]]
     used, movable, _ = die_memory(work.stages, pipelines, x)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wafopt.costmodel.scenario import Choice
+from wafopt.costmodel.plan_layout import placement_choice
 from wafopt.costmodel.schedule import one_f_one_b
 from wafopt.problems.plan.evaluate import evaluate
 from wafopt.problems.plan.layouts import default_placement
@@ -118,7 +118,7 @@ def from_scenario(scenario, placement: dict | None = None) -> RecomputeInstance:
     and seconds to whole nanoseconds, so the exact models scale exactly. Pure: no solver runs.
     """
     placement = placement if placement is not None else default_placement(scenario)
-    work = scenario.workload(Choice(schemes=placement.get("tp_scheme")))
+    work = scenario.workload(placement_choice(placement))
     rows = evaluate(scenario, placement).details["stages"]
     # a unit's time: its regeneration with the collectives it repeats, on the slowest stage
     # interleaved 1F1B holds whole chunks in flight (1/v of a stage each): the kernel counts chunks,
