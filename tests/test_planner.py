@@ -217,23 +217,22 @@ def test_a_stage_never_frees_more_activation_memory_than_it_keeps():
         assert (d.n[:, None] * d.ub.sum(axis=2) <= d.kept * (1 + 1e-9)).all()
 
 
-def test_schedule_bound_is_the_least_worst_inequality_over_every_split():
-    """The DP + bisection of schedule_bound against enumerating every split of a layout: the
-    least over splits of max_k (g_k, h_k) with the split's own first-stage optimizer step."""
-    from wafopt.costmodel.scenario import Parallel
-    from wafopt.planner.full_bound import inequality_bound
-    from wafopt.planner.layout_data import (
-        at_split,
-        forward_counts,
-        layout_data,
-        least_path,
-    )
-
+def seven_layers_over_three_stages():
+    """SPLITS with 7 layers and room for every split: (scenario, layout data of tp 2, pp 3)."""
     data = copy.deepcopy(SPLITS)
     data["model"]["layers"] = 7
     data["wafer"]["dram_gb"] = 1.0
     scenario = parse_instance(dict(data, parallel={"tp": 2, "pp": 3})).instance
-    d = layout_data(scenario, Choice(Parallel(2, 3, 1), micro_batch=1))
+    return scenario, layout_data(scenario, Choice(Parallel(2, 3, 1), micro_batch=1))
+
+
+def test_schedule_bound_is_the_least_worst_inequality_over_every_split():
+    """The DP + bisection of schedule_bound against enumerating every split of a layout: the
+    least over splits of max_k (g_k, h_k) with the split's own first-stage optimizer step."""
+    from wafopt.planner.full_bound import inequality_bound
+    from wafopt.planner.layout_data import at_split, forward_counts, least_path
+
+    _, d = seven_layers_over_three_stages()
     T = (d.Fc + d.Bc).min(axis=1)
     total = least_path(d, [T] * 3)[0]
     n = forward_counts(3, d.m)
@@ -264,12 +263,8 @@ def test_the_task_graph_bound_is_below_every_split_and_at_least_the_inequalities
         task_graph_bound,
     )
 
-    data = copy.deepcopy(SPLITS)
-    data["model"]["layers"] = 7
-    data["wafer"]["dram_gb"] = 1.0
-    scenario = parse_instance(dict(data, parallel={"tp": 2, "pp": 3})).instance
-    par = Parallel(2, 3, 1)
-    d = layout_data(scenario, Choice(par, micro_batch=1))
+    scenario, d = seven_layers_over_three_stages()
+    par = d.layout
     classes = every_split(d, 10**6)
     assert classes.shape == (15, 3) and every_split(d, 14) is None     # C(6, 2) splits of 7 layers
     bound = task_graph_bound(d)
