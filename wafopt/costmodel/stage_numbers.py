@@ -71,6 +71,13 @@ def exact_stage_numbers(scenario, tp: int, dp: int, micro_batch: int, role: str,
     return _stage_numbers(scenario, tp, dp, micro_batch, role, first, n, scheme, sp)
 
 
+def scheme_settings(scenario, tp: int) -> list[tuple]:
+    """Every (tensor-parallel scheme, sequence-parallel setting) a plan's stages may use over tp
+    dies: the legal schemes, each with its sequence_parallel_choices."""
+    return [(scheme, sp) for scheme in scenario.tp_schemes(tp)
+            for sp in sequence_parallel_choices(scenario, tp, scheme)]
+
+
 def sequence_parallel_choices(scenario, tp: int, scheme: str = "megatron") -> tuple:
     """The sequence-parallel settings a plan may use over tp dies: the scenario's where it fixes one
     (None), else off and, where the sequence splits over tp (wafopt.costmodel.rules), on. TATP

@@ -41,7 +41,7 @@ from wafopt.core.errors import InstanceError
 from wafopt.costmodel.layout import split_layers
 from wafopt.costmodel.plan_layout import placement_choice
 from wafopt.costmodel.scenario import Choice, Parallel, Scenario
-from wafopt.costmodel.stage_numbers import sequence_parallel_choices
+from wafopt.costmodel.stage_numbers import scheme_settings
 from wafopt.heuristics import placement as placement_heuristics
 from wafopt.heuristics import recompute as recompute_heuristics
 from wafopt.heuristics import routing as routing_heuristics
@@ -412,9 +412,9 @@ def compose_layout(scenario: Scenario, choice: Choice, options: SolveOptions) ->
     ranked = []
     left = options.remaining()
     rank_until = None if left is None else time.monotonic() + RANK_SHARE * left
-    variants = [(scheme, sp) for scheme in schemes for sp in sequence_parallel_choices(fs, par.tp, scheme)]
+    settings = scheme_settings(fs, par.tp)
     for label, placement in placements(fs, options, out.notes):
-        for scheme, sp in variants:
+        for scheme, sp in settings:
             if options.stopped() or (len(ranked) >= 2 and rank_until is not None and time.monotonic() > rank_until):
                 break   # ranking may not eat the budget the best placements need
             candidate = dict(placement, tp_scheme=scheme, **({} if sp is None else {"sequence_parallel": sp}))

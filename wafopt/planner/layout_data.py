@@ -24,7 +24,7 @@ from wafopt.costmodel.stage_numbers import (
     kind_prefix,
     least_stage_send_s,
     least_tail_s,
-    sequence_parallel_choices,
+    scheme_settings,
     stage_numbers,
     stage_role,
     state_floor,
@@ -163,7 +163,7 @@ def layout_data(scenario: Scenario, choice: Choice) -> LayoutData | str:
     schemes = scenario.tp_schemes(par.tp)
     # a stage's numbers per scheme and sequence-parallel setting; the bound takes the least over
     # them per stage (a relaxation: a plan sets sequence parallelism once for all its stages)
-    variants = [(s, sp) for s in schemes for sp in sequence_parallel_choices(scenario, par.tp, s)]
+    variants = scheme_settings(scenario, par.tp)
     m = tr.global_batch // (tr.micro_batch * par.dp)
     moe = kind_prefix(scenario.llm)
     dp_key = par.dp if tr.distributed_optimizer else 1   # dp changes a stage only through the sharded optimizer
