@@ -270,9 +270,7 @@ def task_graph_bound(d: LayoutData) -> float:
     and every send at its least, the first stage's own optimizer step after its last backward; 0
     where the splits number more than MAX_SPLIT_TASKS allows. The longest path never decreases as a
     task or send lengthens, so no plan with the split runs faster."""
-    p, m, v = d.layout.pp, d.m, d.layout.interleave
-    if v > 1 and m % p:
-        return 0.0
+    p, m, v = d.layout.pp, d.m, d.layout.interleave   # legal: m a multiple of p where v > 1 (rules)
     classes = every_split(d, MAX_SPLIT_TASKS // (p * v * m))
     if classes is None:
         return 0.0
