@@ -7,7 +7,7 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
 - Best first, in batches: the open nodes are kept per depth; the depth holding the least open
   bound gives up to BATCH of its best nodes (within BATCH_SPREAD of its best bound), whose children
   are bounded together (numpy over the batch). Beyond MAX_OPEN open nodes the search goes depth
-  first, so memory stays bounded.
+  first (BATCH siblings at a time), so memory stays bounded.
 - Strong branching (with sparse flows, see SPARSE): a node tries the CANDIDATES free stages with
   the most weight to the fixed stages (then the most weight overall; at the root the heaviest
   stage, as in the MILP's symmetry breaking) on the cheap bounds of their children, and branches
@@ -21,8 +21,8 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
 - Every solved assignment problem completes its child into a plan; the best completion of each
   batch is improved by exact swap descent on the base objective and offered as incumbent. A warm
   start (`options.warm_start`, e.g. a local-search plan) is the first incumbent.
-- A child whose bound cannot beat the incumbent is pruned (with integer data: cannot reach
-  incumbent - 1).
+- A child's bound is at least its parent's. A child whose bound cannot beat the incumbent is
+  pruned (with integer data: cannot reach incumbent - 1).
 - Dense tiles whose root QPB clears Gilmore-Lawler by NODE_QPB_GAIN (integer data): the nodes above
   NODE_QPB_DEPTH are expanded first, best first, here; each kept child also gets the QPB of its
   subproblem (node_qpbs), a floor of every bound below it, and its rounded point is offered as a
@@ -30,20 +30,22 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
 - Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.pb_pays): children down to half
   the stages that the incumbent does not prune also get their projected eigenvalue bound
   (node_pbs, proven in floats by TileSpace.pb_children), while a trial of PB_TRIAL per depth finds
-  it PB_GAIN above Gilmore-Lawler at least PB_KEEP of the time. Nothing is stored: the checker
-  computes the PB of every leaf that needs it.
+  it PB_GAIN above the bound the child has without it at least PB_KEEP of the time. Nothing is
+  stored: the checker computes the PB of every node that needs it.
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
 - With workers (`options.workers` > 1), subtrees in waves: the search runs here until
-  4 x WAVE_GROUPS nodes are open; then each wave deals the open nodes (by bound, round robin) into WAVE_GROUPS
-  groups, each searched best first on a forked process for WAVE_EXPANSIONS expansions (batches)
-  from the wave's incumbent. The groups send back what they did to their subtrees, which is replayed into
-  this process's tree in group order, with the best incumbent (the first group's on a tie). Since
+  4 x WAVE_GROUPS nodes are open; then each wave deals the WAVE_GROUPS x WAVE_ROOTS lowest open
+  nodes (by bound, round robin; the others wait here) into WAVE_GROUPS groups, each searched best
+  first on a forked process for WAVE_EXPANSIONS expansions (batches) from the wave's incumbent.
+  The groups send back what they did to their subtrees, which is replayed into this process's
+  tree in group order, with the best incumbent (the first group's on a tie). Since
   the groups depend on neither timing nor the number of processes, every run with workers gives
   the same tree, plan and certificate (`waves_in_process` runs the same waves here); the optimum
   and its proof are those of the search without waves, the plan among equal optima may differ.
 On a time limit or Ctrl-C the open nodes are the frontier: the bound is the least over the leaves of
 the tree (open, pruned or complete), and the tree is written as the certificate (kind
-"bnb-frontier", with the lowest open nodes listed).
+"bnb-frontier", with the lowest open nodes listed; a tree over MAX_TREE_TOKENS is cut at the
+largest bound at which it fits, TileSearch.cut_for).
 """
 
 from __future__ import annotations
@@ -84,7 +86,12 @@ from wafopt.problems.placement.projected import (
 from wafopt.solvers.reported import expect_parts, report
 
 FRONTIER_LISTED = 100      # open nodes listed (with their bounds) in the certificate
-MAX_OPEN = 500_000         # open nodes kept best-first; beyond them the search goes depth-first
+INTERRUPTED_TREE_TOKENS = 2_000_000   # the certificate's tree after Ctrl-C (writing takes about 0.3 s a million)
+WRITE_S_TOKEN = 3e-7       # seconds to write the certificate per tree token, and per expanded node when
+WRITE_S_NODE = 4e-6        # the tree must be cut (cut_for; measured on nug20/21): the search stops this
+                           # much before its deadline
+MAX_OPEN = 4_000_000       # open nodes kept best-first (about 450 bytes each); beyond them the search
+                           # goes depth first, BATCH siblings at a time
 BATCH = 32                 # open nodes of one depth bounded together (numpy over the batch)
 BATCH_SPREAD = 1.0         # ... whose bounds are at most this above the level's best
 LAZY_MARGIN = 2.0          # children this far above the tree's bound keep their row-minimum bound
@@ -96,12 +103,15 @@ ROOT_QPB_SHARE = 0.1       # of the time limit, at most, for the root's convex q
 NODE_QPB_GAIN = 0.125      # a root QPB this far above Gilmore-Lawler (measured: nug22-30, tho30/40, not
                            # nug20/21, where the Gilmore-Lawler tree overtakes QPB within a minute) ...
 PB_TRIAL = 200             # children of one depth given the projected eigenvalue bound before judging it:
-PB_KEEP = 0.5              # ... it stays on at that depth while at least this share is above Gilmore-Lawler
+PB_KEEP = 0.5              # ... it stays on at that depth while at least this share is above the bound
+                           # the child has without it (Gilmore-Lawler or its parent's)
 PB_GAIN = 0.005            # ... by this share of the incumbent
 NODE_QPB_DEPTH = 3         # ... bounds the nodes down to this depth by QPB too (integer data only)
 WAVE_GROUPS = 4            # with workers: open nodes dealt into this many groups per wave (fixed, so
                            # the answer is the same for any number of workers)
 WAVE_EXPANSIONS = 200      # expansions of one group in one wave
+WAVE_ROOTS = BATCH * WAVE_EXPANSIONS   # open nodes dealt to one group: as many as it can pop; the
+                           # others wait here (shipping the whole open set each wave costs more than the wave)
 POLL_S = 0.1               # how often a wave's wait checks for Ctrl-C
 REPLAY_POLL = 16           # expansions replayed between two looks at the wave's workers
 
@@ -129,6 +139,7 @@ class TileSearch:
     floor: dict = field(default_factory=dict)      # open node id -> the QPB of it or of an ancestor (its bound's floor)
     qpb: list = field(default_factory=list)        # nodes bounded by QPB: [[[stage, slot], ...], certificate entry]
     closed_least: float = math.inf                 # least bound of a pruned or complete leaf
+    away: float = math.inf                         # least bound of the open nodes dealt out in a wave
     queued: int = 0                                # open nodes in `levels`
     expanded: int = 0
     bounded: int = 0                               # children bounded
@@ -137,58 +148,102 @@ class TileSearch:
     def open_entries(self) -> list[tuple[float, int]]:
         return [e for heap in self.levels.values() for e in heap] + [(b, node) for b, _, node in self.dive]
 
+    def lowest(self, count: int) -> list[tuple[float, int]]:
+        """The `count` open nodes of least (bound, id), ascending (without reading every heap whole)."""
+        out = [(b, node) for b, _, node in self.dive]
+        for heap in self.levels.values():
+            taken = [heapq.heappop(heap) for _ in range(min(count, len(heap)))]
+            for entry in taken:
+                heapq.heappush(heap, entry)
+            out += taken
+        return heapq.nsmallest(count, out)
+
     def least(self) -> float:
         """The bound the tree proves so far: the least over its leaves (open, pruned, complete)."""
-        return min([self.closed_least] + [heap[0][0] for heap in self.levels.values() if heap]
+        return min([self.closed_least, self.away] + [heap[0][0] for heap in self.levels.values() if heap]
                    + [b for b, _, _ in self.dive])
+
+    def pop_lowest(self, count: int) -> list[tuple[float, int]]:
+        """Take the `count` open nodes of least (bound, id) out of the tree (the depth-first stack
+        first joins the heaps), ascending."""
+        for bound, _, node in self.dive:
+            heapq.heappush(self.levels.setdefault(len(self.stages[node]), []), (bound, node))
+        self.queued += len(self.dive)
+        self.dive = []
+        taken = []
+        while len(taken) < count:
+            tops = [(heap[0], depth) for depth, heap in self.levels.items() if heap]
+            if not tops:
+                break
+            taken.append(heapq.heappop(self.levels[min(tops)[1]]))
+        self.queued -= len(taken)
+        return taken
 
     def pending(self) -> int:
         return self.queued + len(self.dive)
+
+    def writing_s(self) -> float:
+        """About how long writing the certificate of the tree takes (WRITE_S_TOKEN, WRITE_S_NODE)."""
+        tokens = 1 + self.bounded
+        if tokens <= MAX_TREE_TOKENS:
+            return WRITE_S_TOKEN * tokens
+        return WRITE_S_TOKEN * MAX_TREE_TOKENS + WRITE_S_NODE * self.expanded
 
     def best_level(self) -> int | None:
         """The depth whose best open node has the least bound (the deeper one on a tie)."""
         tops = [(heap[0][0], -depth) for depth, heap in self.levels.items() if heap]
         return -min(tops)[1] if tops else None
 
-    def tokens(self, depth_limit: int | None = None) -> list[int]:
+    def tokens(self, cut: float = math.inf) -> list[int]:
         """The tree in preorder: an expanded node's branch stage then its children; n for a leaf.
-        Expanded nodes at `depth_limit` are written as leaves (a cut of the tree)."""
+        An expanded node whose bound (or an ancestor's) is at least `cut` is written as a leaf."""
         n = self.space.n
         out: list[int] = []
         stack = [0]
         while stack:
             node = stack.pop()
-            if node not in self.branch or (depth_limit is not None and self.depth[node] >= depth_limit):
+            if node not in self.branch or self.bound[node] >= cut:
                 out.append(n)
                 continue
             out.append(self.branch[node])
             stack.extend(reversed(self.children[node]))
         return out
 
-    def certificate(self, threshold: float) -> dict:
-        """The tree (cut at a shallower depth if it has more than MAX_TREE_TOKENS nodes: the cut's
-        expanded nodes become leaves with their own bounds), its least leaf bound, and the lowest
-        open nodes. Pruned leaves are at least the final `threshold` (the incumbent only improves)."""
+    def cut_for(self, limit: int) -> float:
+        """The largest bound `cut` at which tokens(cut) has at most `limit` tokens (inf: the whole tree
+        fits). A node stays expanded while its bound and its ancestors' are below the cut, so the
+        cut is taken over each node's largest bound on its path."""
+        if not self.branch or 1 + self.bounded <= limit:     # every kid of an expanded node is a token
+            return math.inf
+        path_max, sizes = {0: self.bound[0]}, []
+        stack = [0]
+        while stack:
+            node = stack.pop()
+            sizes.append((path_max[node], len(self.children[node])))
+            for child in self.children[node]:
+                if child in self.branch:
+                    path_max[child] = max(path_max[node], self.bound[child])
+                    stack.append(child)
+        sizes.sort()
+        total = 1
+        for key, size in sizes:
+            if total + size > limit:      # the nodes at this key and above become leaves
+                return key
+            total += size
+        return math.inf
+
+    def certificate(self, threshold: float, limit: int = MAX_TREE_TOKENS) -> dict:
+        """The tree (if it has more than `limit` nodes, cut at the largest bound at which it fits:
+        the expanded nodes at or above the cut become leaves with their own bounds), its least leaf
+        bound, and the lowest open nodes. Pruned leaves are at least the final `threshold` (the
+        incumbent only improves)."""
         frontier = [[[[int(i), int(k)] for i, k in zip(self.stages[node], self.slots[node])], float(b)]
-                    for b, node in heapq.nsmallest(FRONTIER_LISTED, self.open_entries())]
-        bound, limit = self.least(), None
-        nodes_below = {}                      # depth -> tree nodes a cut at that depth keeps
-        for node, d in self.depth.items():
-            nodes_below[d + 1] = nodes_below.get(d + 1, 0) + len(self.children[node])
-        size, limit_depth = 1, 0
-        for d in sorted(nodes_below):
-            if size + nodes_below[d] > MAX_TREE_TOKENS:
-                limit = limit_depth
-                break
-            size, limit_depth = size + nodes_below[d], d
-        if limit is not None:
-            cut = [b for node, b in self.bound.items() if self.depth[node] == limit]
-            kept = [b for b, node in self.open_entries() if len(self.stages[node]) <= limit]
-            bound = min([threshold] + cut + kept)
-        qpb = [entry for entry in self.qpb if limit is None or len(entry[0]) <= limit]
-        return {"bound": float(bound), "tree": encode_tree(self.tokens(limit)), "open_nodes": self.pending(),
-                "frontier": frontier, **({"qpb": encode_entries(qpb)} if qpb else {}),
-                **({"cut_at_depth": limit} if limit is not None else {})}
+                    for b, node in self.lowest(FRONTIER_LISTED)]
+        cut = self.cut_for(limit)
+        bound = min(self.least(), cut)
+        return {"bound": float(bound), "tree": encode_tree(self.tokens(cut)), "open_nodes": self.pending(),
+                "frontier": frontier, **({"qpb": encode_entries(self.qpb)} if self.qpb else {}),
+                **({"cut_at_bound": cut} if math.isfinite(cut) else {})}
 
 
 def _prune_threshold(space: TileSpace, upper: float) -> float:
@@ -227,7 +282,7 @@ class BranchAndBound:
         self.waves_run = 0
         self.node_qpb_depth = 0             # nodes down to this depth get a QPB too (set per tile shape)
         self.pb_depth = 0                   # children down to this depth get the projected eigenvalue bound
-        self.pb_counts: dict = {}           # depth -> [PBs computed, clearly above Gilmore-Lawler, pruned by it]
+        self.pb_counts: dict = {}           # depth -> [PBs computed, clearly above the bound without it, pruned by it]
         self.pb_off: frozenset = frozenset()  # depths where PB did not pay in an earlier wave
         self.qpb_until: float | None = None  # ... while time is left for them
         self.pool = None                    # the run's worker pool (wave_pool), if any
@@ -303,13 +358,17 @@ class BranchAndBound:
         open nodes or `expansions` expansions."""
         total = space.C.sum(axis=1)
         while tree.pending():
-            if self.options.stopped() or (deadline is not None and time.monotonic() >= deadline):
+            if self.options.stopped() or (deadline is not None and time.monotonic() >= deadline - tree.writing_s()):
                 break
             if (until_open is not None and tree.pending() >= until_open) or expansions == 0:
                 break
             if tree.dive:
-                bound, _, node = tree.dive.pop()
-                nodes = [node] if self.still_open(tree, node, bound) else []
+                nodes, depth = [], tree.dive[-1][1]     # the top's siblings, bounded in one batch
+                while tree.dive and len(nodes) < BATCH and tree.dive[-1][1] == depth:
+                    bound, _, node = tree.dive.pop()
+                    if self.still_open(tree, node, bound):
+                        nodes.append(node)
+                nodes = self.settle(space, tree, nodes)
             else:
                 heap = tree.levels[tree.best_level()]
                 nodes, within = [], heap[0][0] + BATCH_SPREAD     # not the level's far worse nodes
@@ -372,7 +431,7 @@ class BranchAndBound:
             if bound >= self.threshold:
                 self.close(tree, node, bound)
             elif bound > tree.bound[node]:
-                heapq.heappush(tree.levels[stages.shape[1]], (bound, node))
+                heapq.heappush(tree.levels.setdefault(stages.shape[1], []), (bound, node))
                 tree.queued += 1
             else:
                 continue
@@ -434,7 +493,7 @@ class BranchAndBound:
             if len(stages[k]) < self.node_qpb_depth:
                 qpb = self.node_qpbs(space, tree, list(stages[k]) + [int(branches[k])], list(slots[k]), kids[k], bounds)
                 bounds = np.maximum(bounds, [qpb[kid][0] if kid in qpb else -math.inf for kid in kids[k].tolist()])
-            raised.append(bounds)
+            raised.append(np.maximum(bounds, tree.bound[node]))   # a child's plans are among its parent's
             qpbs.append(qpb)
         if self.pb_wanted(stages.shape[1] + 1):     # the nodes of one batch have one depth
             raised = self.node_pbs(space, stages, slots, branches, kids, raised,
@@ -445,7 +504,7 @@ class BranchAndBound:
 
     def pb_wanted(self, depth: int) -> bool:
         """Whether children at `depth` get the projected eigenvalue bound: down to pb_depth, and
-        after PB_TRIAL of them only while at least PB_KEEP of those were above Gilmore-Lawler."""
+        after PB_TRIAL of them only while at least PB_KEEP of those were above the bound without it."""
         if depth > self.pb_depth or depth in self.pb_off:
             return False
         counts = self.pb_counts.get(depth)
@@ -574,13 +633,16 @@ class BranchAndBound:
     def waves(self, space: TileSpace, tree: TileSearch, index: int, deadline: float | None, pool) -> None:
         """Search the tree in waves over a process pool (module doc)."""
         self.run(space, tree, deadline, until_open=4 * WAVE_GROUPS)
-        while tree.pending() and not self.options.stopped() and (deadline is None or time.monotonic() < deadline):
-            entries = sorted(tree.open_entries())
-            tree.levels, tree.dive, tree.queued = {}, [], 0
+        while tree.pending() and not self.options.stopped() and (
+                deadline is None or time.monotonic() < deadline - tree.writing_s()):
+            dive = tree.pending() > MAX_OPEN
+            entries = tree.pop_lowest(WAVE_GROUPS * WAVE_ROOTS)
+            tree.away = entries[0][0] if entries else math.inf
             groups = [entries[g::WAVE_GROUPS] for g in range(WAVE_GROUPS)]
             groups = [g for g in groups if g]
             off = frozenset(d for d in range(1, self.pb_depth + 1) if not self.pb_wanted(d))
-            tasks = [(index, self.best, self.threshold, deadline, off,
+            stop_at = None if deadline is None else deadline - tree.writing_s()
+            tasks = [(index, self.best, self.threshold, stop_at, off, dive,
                       [(tree.stages[node], tree.slots[node], bound, node in tree.lazy, tree.floor.get(node))
                        for bound, node in group])
                      for group in groups]
@@ -594,6 +656,7 @@ class BranchAndBound:
                     self.best = Incumbent(value, plan)
                     self.options.incumbent(plan)
                 replayed += 1
+            tree.away = math.inf
             if replayed < len(groups):   # interrupted: the other groups' nodes stay open with their bounds
                 self._reopen(tree, [(bound, node, node in tree.lazy) for group in groups[replayed:]
                                     for bound, node in group])
@@ -683,17 +746,17 @@ def wave_pool(workers: int):
 
 
 def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, pb_off: frozenset,
-              roots: list) -> dict:
-    """One group of one wave: best first from `roots` (stages, slots, bound, lazy, floor) for
-    WAVE_EXPANSIONS expansions, from the wave's incumbent; returns the tree's changes, its open
-    nodes and its incumbent."""
+              dive: bool, roots: list) -> dict:
+    """One group of one wave: best first (`dive`: depth first, the tree holding more than
+    MAX_OPEN open nodes) from `roots` (stages, slots, bound, lazy, floor) for WAVE_EXPANSIONS
+    expansions, from the wave's incumbent; returns the tree's changes, its open nodes and its
+    incumbent."""
     space = _SPACES[index]
     left = None if deadline is None else max(0.0, deadline - time.monotonic())
     search = BranchAndBound(space.inst, SolveOptions(time_limit=left, quiet=True).start())
     search.best, search.threshold, search.log = best, threshold, []
     search.pb_depth, search.pb_off = node_pb_depth(space), pb_off
     tree = TileSearch(space)
-    dive = len(roots) > MAX_OPEN // WAVE_GROUPS   # the group's share of the open nodes: depth first
     for stages, slots, bound, lazy, floor in roots:
         node = len(tree.stages)
         tree.stages.append(stages)
@@ -807,7 +870,8 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
         proven_at_root = bool(strong[k]) and roots[k] >= search.threshold
         search.node_qpb_depth = NODE_QPB_DEPTH if node_qpb_pays(space, strong[k]) else 0
         tree = search.search(space, deadline, closed=proven_at_root, index=k, pool=pool)
-        tiles[name] = tree.certificate(search.threshold)
+        limit = INTERRUPTED_TREE_TOKENS if options.interrupted else MAX_TREE_TOKENS   # Ctrl-C: out within 2 s
+        tiles[name] = tree.certificate(search.threshold, limit)
         if strong[k]:
             tiles[name]["root"] = strong[k][1]
             tiles[name]["bound"] = max(tiles[name]["bound"], roots[k])
@@ -816,7 +880,7 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
                                        "used": "qpb" if strong[k] and strong[k][0] > root_bound(space) else "gilmore-lawler",
                                        "node_qpb": len(tree.qpb)},
                        "node_pb": {"depth": search.pb_depth,
-                                   "by_depth": {str(d): dict(zip(("computed", "above_gilmore_lawler", "pruned"), c))
+                                   "by_depth": {str(d): dict(zip(("computed", "raised", "pruned"), c))
                                                 for d, c in sorted(search.pb_counts.items())}},
                        "nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": tree.lap_solved,
                        "open": tree.pending(), "root_bound": space.rounded(roots[k]),

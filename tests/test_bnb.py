@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import threading
 import time
 from itertools import permutations
@@ -25,7 +26,10 @@ from wafopt.problems.placement.branch_bound import (
     check_bnb_frontier,
     decode_tree,
     encode_tree,
+    node_bound,
+    path_bound,
     root_bound,
+    walk,
 )
 from wafopt.run.runner import run
 
@@ -302,6 +306,27 @@ def test_interrupt_stops_within_two_seconds():
     assert sol.bound is not None and check_bnb_frontier(lo.instance, sol.certificate) >= sol.bound - TOL
 
 
+def test_an_interrupted_search_writes_a_smaller_tree_that_still_certifies(monkeypatch):
+    """After Ctrl-C the certificate's tree is cut to INTERRUPTED_TREE_TOKENS (writing a full one can
+    take seconds), and the bound it claims still re-derives."""
+    import wafopt.models.placement_bnb as placement_bnb
+
+    monkeypatch.setattr(placement_bnb, "INTERRUPTED_TREE_TOKENS", 500)
+    progress = placement_bnb.BranchAndBound._progress
+
+    def interrupt_once_grown(search, space, tree):   # Ctrl-C once the tree outgrows the cap
+        if tree.expanded >= 100:
+            search.options.interrupted = True
+        progress(search, space, tree)
+
+    monkeypatch.setattr(placement_bnb.BranchAndBound, "_progress", interrupt_once_grown)
+    lo = load(QAPLIB / "nug20.yaml")
+    sol = run(lo, "bnb", SolveOptions(quiet=True, workers=1))
+    tile = sol.certificate["tiles"]["1x1"]
+    assert "cut_at_bound" in tile and len(decode_tree(tile["tree"], 20)) <= 500
+    assert check_bnb_frontier(lo.instance, sol.certificate) >= sol.bound - TOL
+
+
 def test_depth_first_beyond_the_open_node_cap_stays_exact(monkeypatch):
     """With few open nodes allowed, the search goes depth-first: same optimum, certificate holds."""
     import wafopt.models.placement_bnb as placement_bnb
@@ -314,18 +339,51 @@ def test_depth_first_beyond_the_open_node_cap_stays_exact(monkeypatch):
     assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL
 
 
+def test_depth_first_with_lazy_nodes_on_a_sparse_pipeline_stays_exact(monkeypatch):
+    """Diving past the open-node cap on sparse flows pops nodes kept with their row-minimum bound;
+    settling one that its full bound raises puts it back among the open nodes of its depth."""
+    import wafopt.models.placement_bnb as placement_bnb
+
+    monkeypatch.setattr(placement_bnb, "MAX_OPEN", 20)
+    lo = load(ROOT / "instances" / "placement" / "pl-sparse-24.yaml")
+    result = solve_direct(lo.instance, time_limit=120)
+    assert result.status == "optimal" and result.bound.value == 278.0
+    assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL
+
+
 def test_a_tree_too_large_to_check_is_cut_and_still_certifies(monkeypatch):
-    """Beyond MAX_TREE_TOKENS nodes the certificate keeps the tree down to a depth that fits; the
-    cut's expanded nodes become leaves with their own bounds, so the claimed bound drops but holds."""
+    """Beyond MAX_TREE_TOKENS nodes the certificate cuts the tree at the largest bound at which it
+    fits; the cut's expanded nodes become leaves with their own bounds, so the claimed bound drops
+    but holds."""
     import wafopt.models.placement_bnb as placement_bnb
 
     lo = load(QAPLIB / "nug12.yaml")
     monkeypatch.setattr(placement_bnb, "MAX_TREE_TOKENS", 300)
     result = solve_direct(lo.instance, time_limit=60)
     tile = result.bound.data["tiles"]["1x1"]
-    assert "cut_at_depth" in tile and len(decode_tree(tile["tree"], 12)) <= 300
+    assert "cut_at_bound" in tile and len(decode_tree(tile["tree"], 12)) <= 300
     assert root_bound(TileSpace(lo.instance, lo.instance.layouts[0])) <= result.bound.value <= 578.0
+    assert result.bound.value <= tile["cut_at_bound"]
     assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL
+
+
+@pytest.mark.parametrize("limit", [1, 40, 300, 3000])
+def test_the_cut_is_the_largest_bound_at_which_the_tree_fits(limit):
+    """tokens(cut_for(limit)) fits in `limit`; the next larger node bound would not."""
+    from wafopt.models.placement_bnb import BranchAndBound
+
+    lo = load(QAPLIB / "nug12.yaml")
+    space = TileSpace(lo.instance, lo.instance.layouts[0])
+    search = BranchAndBound(lo.instance, SolveOptions(time_limit=60, quiet=True).start())
+    tree = search.search(space, deadline=None)
+    whole = len(tree.tokens())
+    cut = tree.cut_for(limit)
+    assert len(tree.tokens(cut)) <= max(limit, 1)
+    if whole <= limit:
+        assert cut == float("inf")
+    else:
+        above = [b for b in tree.bound.values() if b > cut]
+        assert not above or len(tree.tokens(min(above))) > limit
 
 
 # --- subtrees in parallel ----------------------------------------------------------------------------
@@ -372,3 +430,48 @@ def test_an_interrupted_wave_keeps_a_valid_frontier():
     assert time.monotonic() - started < 10
     assert result.status == "feasible" and result.bound.data["tiles"]["1x1"]["open_nodes"] > 0
     assert check_bnb_frontier(inst, json.loads(json.dumps(result.bound.data))) >= result.bound.value - TOL
+
+
+def test_the_checker_bounds_each_leaf_by_the_largest_node_bound_on_its_path():
+    """walk re-derives min over leaves of the largest own bound on the leaf's path (a node's plans
+    are among its parent's), here recomputed leaf by leaf with path_bound; the search's open
+    nodes carry no more than that."""
+    from wafopt.models.placement_bnb import BranchAndBound, TileSearch, node_pb_depth
+
+    lo = load(QAPLIB / "nug12.yaml")
+    space = TileSpace(lo.instance, lo.instance.layouts[0])
+    search = BranchAndBound(lo.instance, SolveOptions(quiet=True).start())
+    search.pb_depth = node_pb_depth(space)
+    tree = TileSearch(space, stages=[()], slots=[()], levels={0: [(root_bound(space), 0)]}, queued=1)
+    search.run(space, tree, None, expansions=6)   # no incumbent: every child is a leaf or expanded
+    leaves = []
+    stack = [(0, [], [])]
+    while stack:
+        node, stages, slots = stack.pop()
+        kids = space.kids(stages, slots).tolist()
+        for k, child in zip(kids, tree.children[node]):
+            path = (stages + [tree.branch[node]], slots + [k])
+            if child in tree.branch:
+                stack.append((child, *path))
+            else:
+                leaves.append(path)
+    assert 10 < len(leaves) < 5_000
+    by_path = min(path_bound(space, stages, slots) for stages, slots in leaves)
+    assert walk(space, np.array(tree.tokens()), math.inf) == pytest.approx(by_path, abs=TOL)
+    assert tree.least() <= by_path + TOL
+
+
+def test_a_listed_node_may_carry_the_bound_it_inherits_and_no_more():
+    """A frontier node is checked against the largest bound on its path: this nug12 node's own
+    bound is about 618.0, its parent's about 620.1, so 620 passes and 621 does not."""
+    lo = load(QAPLIB / "nug12.yaml")
+    space = TileSpace(lo.instance, lo.instance.layouts[0])
+    pairs = [[5, 10], [9, 6], [8, 9], [4, 1], [11, 8]]
+    stages, slots = [p[0] for p in pairs], [p[1] for p in pairs]
+    assert node_bound(space, stages, slots) < 620.0 < path_bound(space, stages, slots) < 621.0
+    data = solve_direct(lo.instance).bound.data
+    data["tiles"]["1x1"]["frontier"] = [[pairs, 620.0]]
+    assert check_bnb_frontier(lo.instance, data) == 578.0
+    data["tiles"]["1x1"]["frontier"] = [[pairs, 621.0]]
+    with pytest.raises(CertificateError, match="re-derives"):
+        check_bnb_frontier(lo.instance, data)

@@ -15,8 +15,10 @@ A node fixes some stages to slots of one tile shape. Its bound is
 Where proven (integer data: TileSpace.pb_valid) a child's bound may also be its projected
 eigenvalue bound (pb_children): the checker computes it for every leaf whose Gilmore-Lawler bound
 is below the claimed value.
-A complete assignment's bound is its full Eq. 2 objective. With integer weights, distances and
-Mem_pair volumes every objective is an integer and bounds are rounded up.
+A complete assignment's bound is its full Eq. 2 objective. A node also inherits its parent's
+bound (its plans are among its parent's), so a bound is the largest along the node's path. With
+integer weights, distances and Mem_pair volumes every objective is an integer and bounds are
+rounded up.
 
 Two weaker bounds spare most assignment problems: the row-minimum bound (each free stage at its
 cheapest slot), and before it a screen computed once for all children of a node: its rows are the
@@ -35,9 +37,9 @@ branches on, followed by its children (the orbit representatives among its free 
 any other child is a leaf (pruned, open or complete), token `n`. Every assignment lies under
 exactly one leaf or one leaf's symmetric image, so min over the leaves of their bounds is a lower
 bound of every plan. The checker re-derives the symmetries from the instance, walks the tree and
-re-derives every leaf's bound (a leaf whose screen or row-minimum bound already clears the claimed
-value needs no assignment problem), and checks that no listed frontier node's bound exceeds its
-re-derived one (a node may be listed with its row-minimum bound).
+re-derives the bound of every node, expanded or leaf (one whose screen or row-minimum bound already
+clears the claimed value needs no assignment problem), and checks that no listed frontier node's
+bound exceeds its re-derived one (a node may be listed with its row-minimum bound).
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ from wafopt.problems.placement.projected import (
 )
 
 FLOAT_ERROR = 1e-9    # relative error of a float bound's sums (far below the rule's REL_TOL)
-MAX_TREE_TOKENS = 5_000_000   # a certificate's tree beyond this is refused (checking it would take hours)
+MAX_TREE_TOKENS = 20_000_000  # a certificate's tree beyond this is refused (checking it takes about 5 minutes)
 MAX_NODE_QPB = 1000           # nodes with a QPB in one tree's certificate (each check: about 0.1 s)
 MAX_NODE_QPB_TEXT = 64 << 20  # their entries' JSON text, unpacked
 
@@ -345,7 +347,7 @@ def free_slots(m: int, slots: np.ndarray) -> np.ndarray:
 # --- the tree as a certificate ----------------------------------------------------------------
 
 def _packed(data: bytes) -> str:
-    return base64.b64encode(zlib.compress(data, 9)).decode("ascii")
+    return base64.b64encode(zlib.compress(data, 6)).decode("ascii")   # 9 packs a tree 15% smaller, 9x slower
 
 
 def _unpacked(text, limit: int, what: str) -> bytes:
@@ -389,10 +391,11 @@ def decode_entries(text, where: str) -> list:
 
 def walk(space: TileSpace, tokens: np.ndarray, claimed: float, floors: dict | None = None) -> float:
     """Re-derive the least leaf bound of a preorder tree, exactly where it is below `claimed`
-    (a leaf whose row-minimum bound clears `claimed` is counted at `claimed`), each leaf raised
-    to the largest proven QPB of the nodes on its path (`floors`: ((stage, slot), ...) -> bound).
-    Raises CertificateError on a malformed tree. The tree is read first; the leaves are then
-    bounded in batches of nodes with as many fixed stages and leaf children."""
+    (a node whose row-minimum bound clears `claimed` is counted at `claimed`). A node's bound is the
+    largest of its own (Gilmore-Lawler, the projected eigenvalue bound where proven), its proven QPB
+    (`floors`: ((stage, slot), ...) -> bound) and its parent's: its plans are among its parent's.
+    Raises CertificateError on a malformed tree. The tree is read first; then, depth by depth, the
+    children of nodes with as many fixed stages and kids are bounded in batches."""
     n = space.n
     floors = floors or {}
     position = 0
@@ -412,48 +415,68 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float, floors: dict | No
     root = expand([])
     if root is None:   # the whole space is one leaf: its bound is the plain Gilmore-Lawler bound
         return root_bound(space)
-    groups: dict[tuple[int, int], list] = {}          # (fixed stages, leaf children) -> nodes
-    # (stages, slots, branch, kids left, leaf kids, their floors, this node's floor)
-    pending: list = [([], [], root, space.kids([], []).tolist(), [], [], -math.inf)]
+    # expanded nodes: (stages, slots, branch, kids, each kid's expanded node index or -1)
+    nodes: list = []
+    by_depth: dict[int, dict[int, list[int]]] = {}    # fixed stages -> number of kids -> node indices
+    pending: list = []   # (node index, kids not yet read)
+
+    def open_node(stages, slots, branch):
+        kids = space.kids(stages, slots).tolist()
+        nodes.append((stages, slots, branch, kids, []))
+        by_depth.setdefault(len(stages), {}).setdefault(len(kids), []).append(len(nodes) - 1)
+        pending.append((len(nodes) - 1, list(kids)))
+
+    open_node([], [], root)
     while pending:
-        stages, slots, branch, kids, leaves, leaf_floors, floor = pending[-1]
+        index, kids = pending[-1]
         if not kids:
             pending.pop()
-            if leaves:
-                groups.setdefault((len(stages), len(leaves)), []).append((stages, slots, branch, leaves, leaf_floors))
             continue
+        stages, slots, branch, _, below = nodes[index]
         k = kids.pop(0)
         child_stages, child_slots = stages + [branch], slots + [k]
-        child_floor = max(floor, floors.get(tuple(zip(child_stages, child_slots)), -math.inf))
         token = expand(child_stages)
-        if token is None or len(child_stages) == n:
-            if token is not None:
-                raise CertificateError("bnb-frontier tree branches below a complete assignment")
-            leaves.append(k)
-            leaf_floors.append(child_floor)
+        if token is None:
+            below.append(-1)
+        elif len(child_stages) == n:
+            raise CertificateError("bnb-frontier tree branches below a complete assignment")
         else:
-            pending.append((child_stages, child_slots, token, space.kids(child_stages, child_slots).tolist(), [], [],
-                            child_floor))
+            below.append(len(nodes))
+            open_node(child_stages, child_slots, token)
     if position != len(tokens):
         raise CertificateError("bnb-frontier tree has tokens after its last node")
+    inherited = np.full(len(nodes), -math.inf)      # each expanded node's bound, passed to its kids
+    inherited[0] = root_bound(space)
     least = math.inf
-    for (d, _), nodes in groups.items():
-        for start in range(0, len(nodes), 64):
-            chunk = nodes[start:start + 64]
-            bound, exact, _ = space.children_batch(
-                np.array([node[0] for node in chunk], dtype=int).reshape(len(chunk), d),
-                np.array([node[1] for node in chunk], dtype=int).reshape(len(chunk), d),
-                np.array([node[2] for node in chunk]), np.array([node[3] for node in chunk]), cutoff=claimed)
-            raised = np.maximum(np.where(exact, bound, np.maximum(bound, claimed)), [node[4] for node in chunk])
-            if space.pb_valid and d + 1 < space.n:   # a leaf below the claim may hold by PB
-                shorts = [np.flatnonzero(row < claimed) for row in raised]
-                todo = [b for b, short in enumerate(shorts) if len(short)]
-                if todo:
-                    pbs = space.pb_children_batch([(chunk[b][0], chunk[b][1], chunk[b][2],
-                                                    np.asarray(chunk[b][3])[shorts[b]]) for b in todo])
-                    for b, pb in zip(todo, pbs):
-                        raised[b, shorts[b]] = np.maximum(raised[b, shorts[b]], pb)
-            least = min(least, float(raised.min()))
+    for d in sorted(by_depth):
+        for indices in by_depth[d].values():
+            for start in range(0, len(indices), 64):
+                chunk = [nodes[i] for i in indices[start:start + 64]]
+                bound, exact, _ = space.children_batch(
+                    np.array([node[0] for node in chunk], dtype=int).reshape(len(chunk), d),
+                    np.array([node[1] for node in chunk], dtype=int).reshape(len(chunk), d),
+                    np.array([node[2] for node in chunk]), np.array([node[3] for node in chunk]), cutoff=claimed)
+                raised = np.where(exact, bound, np.maximum(bound, claimed))
+                raised = np.maximum(raised, inherited[indices[start:start + 64]][:, None])
+                for b, node in enumerate(chunk if floors else []):
+                    for a, k in enumerate(node[3]):
+                        floor = floors.get(tuple(zip(node[0] + [node[2]], node[1] + [k])))
+                        if floor is not None:
+                            raised[b, a] = max(raised[b, a], floor)
+                if space.pb_valid and d + 1 < n:   # a kid below the claim may hold by PB
+                    shorts = [np.flatnonzero(row < claimed) for row in raised]
+                    todo = [b for b, short in enumerate(shorts) if len(short)]
+                    if todo:
+                        pbs = space.pb_children_batch([(chunk[b][0], chunk[b][1], chunk[b][2],
+                                                        np.asarray(chunk[b][3])[shorts[b]]) for b in todo])
+                        for b, pb in zip(todo, pbs):
+                            raised[b, shorts[b]] = np.maximum(raised[b, shorts[b]], pb)
+                for b, node in enumerate(chunk):
+                    below = np.asarray(node[4])
+                    leaves = below < 0
+                    if leaves.any():
+                        least = min(least, float(raised[b][leaves].min()))
+                    inherited[below[~leaves]] = raised[b][~leaves]
     return least
 
 
@@ -488,6 +511,12 @@ def node_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
     if space.pb_valid and len(stages) < space.n:
         return max(float(bound[0]), float(space.pb_children(stages[:-1], slots[:-1], stages[-1], slots[-1:])[0]))
     return float(bound[0])
+
+
+def path_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
+    """The bound a node inherits: the largest node_bound on its path from the root (each node's
+    plans are among its parent's)."""
+    return max(node_bound(space, stages[:d], slots[:d]) for d in range(len(stages) + 1))
 
 
 def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
@@ -526,7 +555,7 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
                                    f"({proven!r})")
         for k, node in enumerate(entry.get("frontier") or []):
             stages, slots, value = _frontier_node(node, space, f"tiles.{name}.frontier[{k}]")
-            derived = max(node_bound(space, stages, slots), path_floor(floors, stages, slots))
+            derived = max(path_bound(space, stages, slots), path_floor(floors, stages, slots))
             if not at_most(value, derived):       # a node may be listed with a weaker bound than GL
                 raise CertificateError(f"bnb-frontier tiles.{name}.frontier[{k}] bound {value} re-derives "
                                        f"as {derived}")
