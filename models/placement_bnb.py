@@ -51,6 +51,7 @@ largest bound at which it fits, TileSearch.cut_for).
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import multiprocessing
 import time
@@ -131,7 +132,6 @@ class TileSearch:
     slots: list = field(default_factory=list)      # node id -> their slots
     branch: dict = field(default_factory=dict)     # expanded node id -> stage it branches on
     children: dict = field(default_factory=dict)   # expanded node id -> its kids' node ids in slot order (-1: pruned)
-    depth: dict = field(default_factory=dict)      # expanded node id -> stages it fixes
     bound: dict = field(default_factory=dict)      # expanded node id -> its bound
     levels: dict = field(default_factory=dict)     # depth -> heap of open (bound, node id)
     dive: list = field(default_factory=list)       # depth-first stack (bound, -depth, id), once MAX_OPEN are open
@@ -149,14 +149,9 @@ class TileSearch:
         return [e for heap in self.levels.values() for e in heap] + [(b, node) for b, _, node in self.dive]
 
     def lowest(self, count: int) -> list[tuple[float, int]]:
-        """The `count` open nodes of least (bound, id), ascending (without reading every heap whole)."""
-        out = [(b, node) for b, _, node in self.dive]
-        for heap in self.levels.values():
-            taken = [heapq.heappop(heap) for _ in range(min(count, len(heap)))]
-            for entry in taken:
-                heapq.heappush(heap, entry)
-            out += taken
-        return heapq.nsmallest(count, out)
+        """The `count` open nodes of least (bound, id), ascending, reading only as much of each heap."""
+        dive = sorted((b, node) for b, _, node in self.dive)
+        return list(itertools.islice(heapq.merge(dive, *map(_ascending, self.levels.values())), count))
 
     def least(self) -> float:
         """The bound the tree proves so far: the least over its leaves (open, pruned, complete)."""
@@ -170,12 +165,9 @@ class TileSearch:
             heapq.heappush(self.levels.setdefault(len(self.stages[node]), []), (bound, node))
         self.queued += len(self.dive)
         self.dive = []
-        taken = []
-        while len(taken) < count:
-            tops = [(heap[0], depth) for depth, heap in self.levels.items() if heap]
-            if not tops:
-                break
-            taken.append(heapq.heappop(self.levels[min(tops)[1]]))
+        taken = self.lowest(count)
+        for _, node in taken:        # each heap's share of them is its smallest entries
+            heapq.heappop(self.levels[len(self.stages[node])])
         self.queued -= len(taken)
         return taken
 
@@ -244,6 +236,17 @@ class TileSearch:
         return {"bound": float(bound), "tree": encode_tree(self.tokens(cut)), "open_nodes": self.pending(),
                 "frontier": frontier, **({"qpb": encode_entries(self.qpb)} if self.qpb else {}),
                 **({"cut_at_bound": cut} if math.isfinite(cut) else {})}
+
+
+def _ascending(heap: list):
+    """A heap's entries in ascending order, without changing it (a heap of the heap's positions)."""
+    frontier = [(heap[0], 0)] if heap else []
+    while frontier:
+        entry, i = heapq.heappop(frontier)
+        yield entry
+        for child in (2 * i + 1, 2 * i + 2):
+            if child < len(heap):
+                heapq.heappush(frontier, (heap[child], child))
 
 
 def _prune_threshold(space: TileSpace, upper: float) -> float:
@@ -592,7 +595,7 @@ class BranchAndBound:
         tree.expanded += 1
         tree.bounded += len(kids)
         tree.lap_solved += int(exact.sum()) if len(stages) < n - 1 else 0
-        tree.branch[node], tree.depth[node] = branch, len(stages)
+        tree.branch[node] = branch
         depth = len(stages) + 1
         if keep is None:
             keep = bounds < self.threshold if depth < n else np.zeros(len(kids), dtype=bool)
