@@ -27,11 +27,13 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
   NODE_QPB_DEPTH are expanded first, best first, here; each kept child also gets the QPB of its
   subproblem (node_qpbs), a floor of every bound below it, and its rounded point is offered as a
   plan. The QPB entries go into the certificate beside the tree.
-- Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.pb_pays): children down to half
-  the stages that the incumbent does not prune also get their projected eigenvalue bound
-  (node_pbs, proven in floats by TileSpace.pb_children), while a trial of PB_TRIAL per depth finds
-  it PB_GAIN above the bound the child has without it at least PB_KEEP of the time. Nothing is
-  stored: the checker computes the PB of every node that needs it.
+- Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.pb_pays): nodes down to half
+  the stages also get their projected eigenvalue bound (proven in floats by
+  TileSpace.pb_children_batch) when they are popped (`settle`, a batch of one depth at a time):
+  most kept children are never popped, and the Gilmore-Lawler bound each child gets at once keeps
+  the weak ones from being popped. PB stays on at a depth while a trial of PB_TRIAL popped nodes
+  finds it PB_GAIN above the bound the node has without it at least PB_KEEP of the time. Nothing
+  is stored: the checker computes the PB of every node that needs it.
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
 - With workers (`options.workers` > 1), subtrees in waves: the search runs here until
   4 x WAVE_GROUPS nodes are open; then each wave deals the WAVE_GROUPS x WAVE_ROOTS lowest open
@@ -87,10 +89,10 @@ from wafopt.problems.placement.projected import (
 from wafopt.solvers.reported import expect_parts, report
 
 FRONTIER_LISTED = 100      # open nodes listed (with their bounds) in the certificate
-INTERRUPTED_TREE_TOKENS = 2_000_000   # the certificate's tree after Ctrl-C (writing takes about 0.3 s a million)
-WRITE_S_TOKEN = 3e-7       # seconds to write the certificate per tree token, and per expanded node when
-WRITE_S_NODE = 4e-6        # the tree must be cut (cut_for; measured on nug20/21): the search stops this
-                           # much before its deadline
+INTERRUPTED_TREE_TOKENS = 1_000_000   # the certificate's tree after Ctrl-C (writing takes about 0.64 s a million)
+WRITE_S_TOKEN = 7e-7       # seconds to write the certificate and the solution per tree token, and per
+WRITE_S_NODE = 4e-6        # expanded node when the tree must be cut (cut_for; measured on nug20/21: about
+                           # 6.4e-7 a token at 6 and 16 million): the search stops this much before its deadline
 MAX_OPEN = 4_000_000       # open nodes kept best-first (about 450 bytes each); beyond them the search
                            # goes depth first, BATCH siblings at a time
 BATCH = 32                 # open nodes of one depth bounded together (numpy over the batch)
@@ -103,9 +105,9 @@ PROGRESS_EVERY_S = 1.0
 ROOT_QPB_SHARE = 0.1       # of the time limit, at most, for the root's convex quadratic programming bound
 NODE_QPB_GAIN = 0.125      # a root QPB this far above Gilmore-Lawler (measured: nug22-30, tho30/40, not
                            # nug20/21, where the Gilmore-Lawler tree overtakes QPB within a minute) ...
-PB_TRIAL = 200             # children of one depth given the projected eigenvalue bound before judging it:
+PB_TRIAL = 200             # nodes of one depth given the projected eigenvalue bound before judging it:
 PB_KEEP = 0.5              # ... it stays on at that depth while at least this share is above the bound
-                           # the child has without it (Gilmore-Lawler or its parent's)
+                           # the node has without it (Gilmore-Lawler or its parent's)
 PB_GAIN = 0.005            # ... by this share of the incumbent
 NODE_QPB_DEPTH = 3         # ... bounds the nodes down to this depth by QPB too (integer data only)
 WAVE_GROUPS = 4            # with workers: open nodes dealt into this many groups per wave (fixed, so
@@ -136,6 +138,7 @@ class TileSearch:
     levels: dict = field(default_factory=dict)     # depth -> heap of open (bound, node id)
     dive: list = field(default_factory=list)       # depth-first stack (bound, -depth, id), once MAX_OPEN are open
     lazy: set = field(default_factory=set)         # open nodes kept with a weaker bound than their full one
+    pb_due: set = field(default_factory=set)       # open nodes whose projected eigenvalue bound waits for their pop
     floor: dict = field(default_factory=dict)      # open node id -> the QPB of it or of an ancestor (its bound's floor)
     qpb: list = field(default_factory=list)        # nodes bounded by QPB: [[[stage, slot], ...], certificate entry]
     closed_least: float = math.inf                 # least bound of a pruned or complete leaf
@@ -145,12 +148,23 @@ class TileSearch:
     bounded: int = 0                               # children bounded
     lap_solved: int = 0                            # of them by the full assignment problem
 
+    def flags(self, node: int) -> int:
+        """What an open node still waits for: 1 its assignment problem (lazy), 2 its PB (pb_due)."""
+        return (node in self.lazy) | 2 * (node in self.pb_due)
+
+    def set_flags(self, node: int, flags: int) -> None:
+        for wanted, kept in ((flags & 1, self.lazy), (flags & 2, self.pb_due)):
+            if wanted:
+                kept.add(node)
+            else:
+                kept.discard(node)
+
     def open_entries(self) -> list[tuple[float, int]]:
         return [e for heap in self.levels.values() for e in heap] + [(b, node) for b, _, node in self.dive]
 
     def lowest(self, count: int) -> list[tuple[float, int]]:
         """The `count` open nodes of least (bound, id), ascending, reading only as much of each heap."""
-        dive = sorted((b, node) for b, _, node in self.dive)
+        dive = heapq.nsmallest(count, ((b, node) for b, _, node in self.dive))
         return list(itertools.islice(heapq.merge(dive, *map(_ascending, self.levels.values())), count))
 
     def least(self) -> float:
@@ -420,27 +434,47 @@ class BranchAndBound:
 
     def settle(self, space: TileSpace, tree: TileSearch, nodes: list[int]) -> list[int]:
         """Of popped nodes of one depth, those to expand now: a node kept with a weaker bound first
-        gets its full one; pruned by it, it is a leaf; raised by it, it goes back to the heap."""
+        gets its full one (its assignment problem, then its projected eigenvalue bound); pruned by
+        it, it is a leaf; raised by it, it goes back to the heap."""
         lazy = [node for node in nodes if node in tree.lazy]
-        if not lazy:
-            return nodes
-        stages = np.array([tree.stages[node] for node in lazy], dtype=int)
-        slots = np.array([tree.slots[node] for node in lazy], dtype=int)
-        bounds, _, _ = space.children_batch(stages[:, :-1], slots[:, :-1], stages[:, -1], slots[:, -1:], self.threshold)
+        if lazy:
+            stages = np.array([tree.stages[node] for node in lazy], dtype=int)
+            slots = np.array([tree.slots[node] for node in lazy], dtype=int)
+            bounds, _, _ = space.children_batch(stages[:, :-1], slots[:, :-1], stages[:, -1], slots[:, -1:], self.threshold)
+            tree.lazy.difference_update(lazy)
+            nodes = self._raise(tree, nodes, lazy, [max(b, tree.floor.get(node, -math.inf))
+                                                    for node, b in zip(lazy, bounds[:, 0].tolist())])
+        due = [node for node in nodes if node in tree.pb_due]
+        if due:
+            tree.pb_due.difference_update(due)
+            depth = len(tree.stages[due[0]])
+            if self.pb_wanted(depth):
+                pbs = np.concatenate(space.pb_children_batch([
+                    (tree.stages[node][:-1], tree.slots[node][:-1], tree.stages[node][-1], tree.slots[node][-1:])
+                    for node in due]))
+                before = np.array([tree.bound[node] for node in due])   # Gilmore-Lawler or the parent's
+                counts = self.pb_counts.setdefault(depth, [0, 0, 0])
+                counts[0] += len(due)
+                counts[1] += int((pbs > before + PB_GAIN * abs(self.threshold)).sum())
+                counts[2] += int((pbs >= self.threshold).sum())
+                nodes = self._raise(tree, nodes, due, pbs.tolist())
+        return nodes
+
+    def _raise(self, tree: TileSearch, nodes: list[int], settled: list[int], bounds: list[float]) -> list[int]:
+        """Popped nodes given a stronger bound: pruned by it, a leaf; raised by it, back to the heap;
+        `nodes` less both."""
         later = set()
-        for node, bound in zip(lazy, bounds[:, 0].tolist()):
-            bound = max(bound, tree.floor.get(node, -math.inf))
-            tree.lazy.discard(node)
+        for node, bound in zip(settled, bounds):
             if bound >= self.threshold:
                 self.close(tree, node, bound)
             elif bound > tree.bound[node]:
-                heapq.heappush(tree.levels.setdefault(stages.shape[1], []), (bound, node))
+                heapq.heappush(tree.levels.setdefault(len(tree.stages[node]), []), (bound, node))
                 tree.queued += 1
             else:
                 continue
             later.add(node)
             del tree.bound[node]
-        return [node for node in nodes if node not in later]
+        return [node for node in nodes if node not in later] if later else nodes
 
     def expand(self, space: TileSpace, tree: TileSearch, nodes: list[int], total: np.ndarray) -> None:
         """Expand open nodes of one depth: each branches on its stage (branch_stages) over its kids
@@ -459,6 +493,8 @@ class BranchAndBound:
         for j, k in enumerate(full):
             kids[k] = free[j]
         branches = candidates[:, 0].copy()
+        depth = stages.shape[1] + 1      # of the children (the nodes of one batch have one depth)
+        pb_due = self.pb_wanted(depth)
         lazy = tree.least() + LAZY_MARGIN if sparse else math.inf
         tries = (candidates != candidates[:, :1]) & ~symmetric[:, None]
         results, tried = {}, []
@@ -498,42 +534,17 @@ class BranchAndBound:
                 bounds = np.maximum(bounds, [qpb[kid][0] if kid in qpb else -math.inf for kid in kids[k].tolist()])
             raised.append(np.maximum(bounds, tree.bound[node]))   # a child's plans are among its parent's
             qpbs.append(qpb)
-        if self.pb_wanted(stages.shape[1] + 1):     # the nodes of one batch have one depth
-            raised = self.node_pbs(space, stages, slots, branches, kids, raised,
-                                   [results[k][1] for k in range(len(nodes))])
         for k, node in enumerate(nodes):
             self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], raised[k],
-                        results[k][1], qpb=qpbs[k])
+                        results[k][1], qpb=qpbs[k], pb_due=pb_due)
 
     def pb_wanted(self, depth: int) -> bool:
-        """Whether children at `depth` get the projected eigenvalue bound: down to pb_depth, and
-        after PB_TRIAL of them only while at least PB_KEEP of those were above the bound without it."""
+        """Whether nodes at `depth` get the projected eigenvalue bound when popped: down to pb_depth,
+        and after PB_TRIAL of them only while at least PB_KEEP of those were above the bound without it."""
         if depth > self.pb_depth or depth in self.pb_off:
             return False
         counts = self.pb_counts.get(depth)
         return counts is None or counts[0] < PB_TRIAL or counts[1] >= PB_KEEP * counts[0]
-
-    def node_pbs(self, space: TileSpace, stages: np.ndarray, slots: np.ndarray, branches: np.ndarray, kids: list,
-                 bounds: list, exact: list) -> list:
-        """The children's bounds of nodes of one depth raised to their projected eigenvalue bound,
-        for the children whose full Gilmore-Lawler bound the incumbent does not prune (counted in
-        pb_counts), all in one batch."""
-        shorts = [np.flatnonzero(e & (b < self.threshold)) for b, e in zip(bounds, exact)]
-        todo = [k for k, short in enumerate(shorts) if len(short)]
-        if not todo:
-            return bounds
-        pbs = space.pb_children_batch([(list(stages[k]), list(slots[k]), int(branches[k]), kids[k][shorts[k]])
-                                       for k in todo])
-        counts = self.pb_counts.setdefault(stages.shape[1] + 1, [0, 0, 0])
-        out = list(bounds)
-        for k, pb in zip(todo, pbs):
-            short, before = shorts[k], bounds[k][shorts[k]]
-            counts[0] += len(short)
-            counts[1] += int((pb > before + PB_GAIN * abs(self.threshold)).sum())
-            counts[2] += int((pb >= self.threshold).sum())
-            out[k] = np.array(bounds[k], dtype=float)
-            out[k][short] = np.maximum(before, pb)
-        return out
 
     def node_qpbs(self, space: TileSpace, tree: TileSearch, stages: list[int], slots: list[int], kids: np.ndarray,
                   bounds: np.ndarray) -> dict:
@@ -585,12 +596,12 @@ class BranchAndBound:
 
     def record(self, tree: TileSearch, node: int, stages: list, slots: list, branch: int, kids: np.ndarray,
                bounds: np.ndarray, exact: np.ndarray, keep: np.ndarray | None = None, enqueue: bool = True,
-               qpb: dict | None = None) -> list:
+               qpb: dict | None = None, pb_due: bool = False) -> list:
         """Enter an expanded node's children in the tree: those that may hold a better plan (or
         `keep`, replaying another process's expansion) as open nodes (best first, or depth first
         beyond MAX_OPEN; not `enqueue`: left to the caller), the others as closed leaves; a kept
-        child's floor is its parent's or its own QPB (`qpb`: node_qpbs). Returns the kept
-        children's (bound, id)."""
+        child's floor is its parent's or its own QPB (`qpb`: node_qpbs); `pb_due`: the kept children
+        get their PB when popped (settle). Returns the kept children's (bound, id)."""
         n = tree.space.n
         tree.expanded += 1
         tree.bounded += len(kids)
@@ -616,6 +627,8 @@ class BranchAndBound:
                 tree.floor[child] = own
             if not full:
                 tree.lazy.add(child)
+            if pb_due:
+                tree.pb_due.add(child)
             tree.stages.append(child_stages)
             tree.slots.append(slots + (k,))
             ids[at] = child
@@ -646,7 +659,7 @@ class BranchAndBound:
             off = frozenset(d for d in range(1, self.pb_depth + 1) if not self.pb_wanted(d))
             stop_at = None if deadline is None else deadline - tree.writing_s()
             tasks = [(index, self.best, self.threshold, stop_at, off, dive,
-                      [(tree.stages[node], tree.slots[node], bound, node in tree.lazy, tree.floor.get(node))
+                      [(tree.stages[node], tree.slots[node], bound, tree.flags(node), tree.floor.get(node))
                        for bound, node in group])
                      for group in groups]
             replayed = 0
@@ -661,7 +674,7 @@ class BranchAndBound:
                 replayed += 1
             tree.away = math.inf
             if replayed < len(groups):   # interrupted: the other groups' nodes stay open with their bounds
-                self._reopen(tree, [(bound, node, node in tree.lazy) for group in groups[replayed:]
+                self._reopen(tree, [(bound, node, tree.flags(node)) for group in groups[replayed:]
                                     for bound, node in group])
                 break
             self.threshold = _prune_threshold(space, self.best.value)
@@ -689,21 +702,19 @@ class BranchAndBound:
             ids += [child for _, child in self.record(tree, node, stages, slots, branch, log["kids"][part],
                                                       log["bounds"][part], log["exact"][part], log["keep"][part],
                                                       enqueue=False)]
-            tree.lazy.discard(node)   # expanded: no longer open
+            tree.set_flags(node, 0)   # expanded: no longer open
             if between is not None and e % REPLAY_POLL == REPLAY_POLL - 1:
                 between()
-        tree.lazy.difference_update(roots)   # closed or still open (then flagged again below)
-        self._reopen(tree, [(bound, ids[local], lazy) for bound, local, lazy in result["open"]])
+        for root in roots:                   # closed or still open (then flagged again below)
+            tree.set_flags(root, 0)
+        self._reopen(tree, [(bound, ids[local], flags) for bound, local, flags in result["open"]])
 
     @staticmethod
     def _reopen(tree: TileSearch, entries: list) -> None:
-        for bound, node, lazy in entries:
+        for bound, node, flags in entries:
             heapq.heappush(tree.levels.setdefault(len(tree.stages[node]), []), (bound, node))
             tree.queued += 1
-            if lazy:
-                tree.lazy.add(node)
-            else:
-                tree.lazy.discard(node)
+            tree.set_flags(node, flags)
 
     def _progress(self, space: TileSpace, tree: TileSearch) -> None:
         now = time.monotonic()
@@ -751,7 +762,7 @@ def wave_pool(workers: int):
 def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, pb_off: frozenset,
               dive: bool, roots: list) -> dict:
     """One group of one wave: best first (`dive`: depth first, the tree holding more than
-    MAX_OPEN open nodes) from `roots` (stages, slots, bound, lazy, floor) for WAVE_EXPANSIONS
+    MAX_OPEN open nodes) from `roots` (stages, slots, bound, flags, floor) for WAVE_EXPANSIONS
     expansions, from the wave's incumbent; returns the tree's changes, its open nodes and its
     incumbent."""
     space = _SPACES[index]
@@ -760,7 +771,7 @@ def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | N
     search.best, search.threshold, search.log = best, threshold, []
     search.pb_depth, search.pb_off = node_pb_depth(space), pb_off
     tree = TileSearch(space)
-    for stages, slots, bound, lazy, floor in roots:
+    for stages, slots, bound, flags, floor in roots:
         node = len(tree.stages)
         tree.stages.append(stages)
         tree.slots.append(slots)
@@ -771,11 +782,10 @@ def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | N
         else:
             heapq.heappush(tree.levels.setdefault(len(stages), []), (bound, node))
             tree.queued += 1
-        if lazy:
-            tree.lazy.add(node)
+        tree.set_flags(node, flags)
     tree.dive.sort(reverse=True)   # the least bound (then the deepest) on top
     search.run(space, tree, deadline, expansions=WAVE_EXPANSIONS)
-    return {"log": _pack(search.log), "open": [(bound, node, node in tree.lazy) for bound, node in tree.open_entries()],
+    return {"log": _pack(search.log), "open": [(bound, node, tree.flags(node)) for bound, node in tree.open_entries()],
             "best": (search.best.value, search.best.plan), "pb": search.pb_counts}
 
 

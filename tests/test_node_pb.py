@@ -22,7 +22,13 @@ from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import CertificateError
 from wafopt.problems import evaluate, load
 from wafopt.problems.placement.branch_bound import TileSpace, check_bnb_frontier
-from wafopt.problems.placement.projected import eigen_enclosure, pb_float, pb_node
+from wafopt.problems.placement.projected import (
+    eigen_enclosure,
+    node_problem,
+    nodes_problems,
+    pb_float,
+    pb_node,
+)
 
 QAPLIB = Path(__file__).resolve().parents[1] / "instances" / "placement" / "qaplib"
 PROPERTY = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -157,3 +163,35 @@ def test_pb_of_several_nodes_in_one_batch_is_each_nodes_own():
     batch = space.pb_children_batch(nodes)
     for node, values in zip(nodes, batch):
         assert np.array_equal(values, space.pb_children(*node))
+
+
+def test_node_problems_of_a_batch_are_each_nodes_own():
+    """nodes_problems over nodes with different fixed stages (so different A') and depths' worth
+    of slots equals node_problem of each node alone."""
+    inst = nug20_part()
+    space = TileSpace(inst, inst.layouts[0])
+    rng = np.random.default_rng(3)
+    fixed, places = [], []
+    for _ in range(12):
+        fixed.append(rng.permutation(space.n)[:4])
+        places.append(rng.permutation(space.m)[:4])
+    fixed[5], fixed[7] = fixed[2][::-1], fixed[2]          # one set of stages in two orders
+    A, which, B, L, K = nodes_problems(space.C, space.D, np.array(fixed), np.array(places))
+    assert len(A) == len({frozenset(f.tolist()) for f in fixed}) < 12
+    for s in range(12):
+        A1, B1, L1, K1 = node_problem(space.C, space.D, list(fixed[s]), list(places[s]))
+        assert np.array_equal(A[which[s]], A1) and np.array_equal(B[s], B1)
+        assert np.array_equal(L[s], L1) and K[s] == K1
+
+
+def test_reused_distance_enclosures_give_each_nodes_own_pb():
+    """Nodes that use the same slots in another order share the enclosure of their distances:
+    their PB on a space that has seen those slots equals the PB on a fresh space."""
+    inst = nug20_part()
+    warm = TileSpace(inst, inst.layouts[0])
+    first = [([0, 4], [3, 8], 5, np.array([1, 2, 7])), ([4, 1], [0, 6], 2, np.array([5, 9]))]
+    again = [([4, 0], [8, 3], 5, np.array([7, 1])), ([1, 4], [6, 0], 2, np.array([9, 3]))]
+    warm.pb_children_batch(first)
+    for node in again:
+        cold = TileSpace(inst, inst.layouts[0])
+        assert np.array_equal(warm.pb_children(*node), cold.pb_children(*node))

@@ -60,9 +60,10 @@ from wafopt.problems.certificates import float_down
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 from wafopt.problems.placement.projected import (
-    children_problems,
+    distance_enclosures,
     entry_value,
     node_entry_value,
+    nodes_problems,
     pb_float,
     pb_node,
     pb_node_exact_sizes,
@@ -71,6 +72,7 @@ from wafopt.problems.placement.projected import (
 
 FLOAT_ERROR = 1e-9    # relative error of a float bound's sums (far below the rule's REL_TOL)
 MAX_TREE_TOKENS = 20_000_000  # a certificate's tree beyond this is refused (checking it takes about 5 minutes)
+ENCLOSURES_KEPT = 200_000    # eigenvalue enclosures of node distance matrices kept for reuse (about 400 bytes each)
 MAX_NODE_QPB = 1000           # nodes with a QPB in one tree's certificate (each check: about 0.1 s)
 MAX_NODE_QPB_TEXT = 64 << 20  # their entries' JSON text, unpacked
 
@@ -280,22 +282,36 @@ class TileSpace:
 
     def pb_children_batch(self, nodes: list) -> list[np.ndarray]:
         """pb_children of several nodes with as many fixed stages, (stages, slots, branch, kids)
-        each, in one pb_node call (one eigen-decomposition stack)."""
-        As, Bs, Ls, Ks, which, penalties = [], [], [], [], [], []
-        for g, (stages, slots, branch, kids) in enumerate(nodes):
-            kids = np.asarray(kids, dtype=int)
-            A, B, L, K = children_problems(self.C, self.D, stages, slots, branch, kids)
-            As.append(A)
-            Bs.append(B)
-            Ls.append(L)
-            Ks.append(K)
-            which.append(np.full(len(kids), g))
-            slot_of = np.full((1, self.n), -1)
-            slot_of[0, list(stages)] = slots
-            penalties.append(self._penalty(slot_of, np.array([branch]), np.zeros(len(kids), dtype=int), kids))
-        values = (pb_node(np.stack(As), np.concatenate(Bs), np.concatenate(Ls), np.concatenate(which))
-                  + np.concatenate(Ks)) / 2 + np.concatenate(penalties)
-        return np.split(values, np.cumsum([len(k) for _, _, _, k in nodes])[:-1])
+        each, in one pb_node call (one eigen-decomposition stack; one of A per set of fixed stages)."""
+        counts = [len(kids) for _, _, _, kids in nodes]
+        group = np.repeat(np.arange(len(nodes)), counts)
+        kid = np.concatenate([np.asarray(kids, dtype=int) for _, _, _, kids in nodes])
+        stages = np.array([list(stages) + [branch] for stages, _, branch, _ in nodes], dtype=int)
+        slots = np.array([list(slots) for _, slots, _, _ in nodes], dtype=int).reshape(len(nodes), -1)
+        places = np.concatenate([slots[group], kid[:, None]], axis=1)
+        A, which, B, L, K = nodes_problems(self.C, self.D, stages[group], places)
+        slot_of = np.full((len(nodes), self.n), -1)
+        slot_of[np.arange(len(nodes))[:, None], stages[:, :-1]] = slots
+        values = (pb_node(A, B, L, which, self._enclosures(places, B)) + K) / 2 + self._penalty(
+            slot_of, stages[:, -1], group, kid)
+        return np.split(values, np.cumsum(counts)[:-1])
+
+    def _enclosures(self, places: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """distance_enclosures of nodes' B (their free slots' distances) by the set of used slots
+        `places`: nodes that use the same slots, in any order, share it (ENCLOSURES_KEPT kept)."""
+        keys = [bytes(row) for row in np.sort(places, axis=1).astype(np.uint16)]
+        new = {key: s for s, key in enumerate(keys) if key not in self._enclosure_of}
+        if new:
+            if len(self._enclosure_of) + len(new) > ENCLOSURES_KEPT:
+                self._enclosure_of.clear()
+            values, radius = distance_enclosures(B[list(new.values())])
+            self._enclosure_of.update(zip(new, zip(values, radius)))
+        pairs = [self._enclosure_of[key] for key in keys]
+        return np.array([v for v, _ in pairs]), np.array([r for _, r in pairs])
+
+    @cached_property
+    def _enclosure_of(self) -> dict:
+        return {}
 
     def _penalty(self, slot_of: np.ndarray, branch: np.ndarray, node: np.ndarray, kid: np.ndarray) -> np.ndarray:
         """Routing-conflict penalty among the fixed stages of children (slot_of: (B, n) the parents'

@@ -399,14 +399,22 @@ def _assignment_lower_int(cost: np.ndarray) -> np.ndarray:
     return (cost - v[:, None, :]).min(axis=2).sum(axis=1) + v.sum(axis=1)
 
 
-def pb_node(A: np.ndarray, B: np.ndarray, L: np.ndarray, which: np.ndarray | None = None) -> np.ndarray:
+def distance_enclosures(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """eigen_enclosure of N B N (N = mI - ee^T) for a stack of B: what pb_node needs of each B."""
+    m = B.shape[-1]
+    N = m * np.eye(m) - 1.0
+    return eigen_enclosure(N @ B @ N)
+
+
+def pb_node(A: np.ndarray, B: np.ndarray, L: np.ndarray, which: np.ndarray | None = None,
+            enclosures: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Proven lower bounds of min t(X) = tr(A X B X^T) + <L, X> over permutations (PB, module doc),
     one per (B, L) of a stack (k x m x m) with A[which] (A: m x m shared, or a stack g x m x m and
     `which` the index of each child's), for integer A, B (symmetric), L whose products below stay
     under 2^53 (pb_node_exact_sizes): with As = A + A^T and N = mI - ee^T, the integer matrices
     N As N and N B N have the spectra of the projected matrices times 2m^2 and m^2 plus an exact 0;
     their enclosures (eigen_enclosure) bound the least scalar product, and the assignment part is
-    exact on m L + (As e)(B e)^T."""
+    exact on m L + (As e)(B e)^T. `enclosures`: distance_enclosures(B), if known."""
     A = A[None] if A.ndim == 2 else A
     which = np.zeros(len(B), dtype=int) if which is None else np.asarray(which, dtype=int)
     m = A.shape[1]
@@ -415,7 +423,7 @@ def pb_node(A: np.ndarray, B: np.ndarray, L: np.ndarray, which: np.ndarray | Non
     N = m * np.eye(m) - 1.0
     As = A + np.swapaxes(A, 1, 2)
     a, ra, a_owner = _without_zero(*eigen_enclosure(N @ As @ N))
-    b, rb, b_owner = _without_zero(*eigen_enclosure(N @ B @ N))
+    b, rb, b_owner = _without_zero(*(distance_enclosures(B) if enclosures is None else enclosures))
     product = np.full(len(B), -np.inf)
     for g in np.unique(which):     # each A with the children that share it
         mine = np.flatnonzero(which == g)
@@ -449,27 +457,30 @@ def node_problem(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[in
     is A on the free and dummy stages, B' is B on the free slots, L' the cost of talking to the
     fixed stages, L'[i, k] = sum_j (A[i, j] + A[j, i]) B[k, slots_j], and K the fixed stages'
     own trace cost. With integer C and D (below 2^53 in every sum) every number is exact."""
-    A, B, L, K = children_problems(C, D, stages[:-1], slots[:-1], stages[-1], [slots[-1]])
-    return A, B[0], L[0], float(K[0])
+    A, _, B, L, K = nodes_problems(C, D, np.array([stages], dtype=int), np.array([slots], dtype=int))
+    return A[0], B[0], L[0], float(K[0])
 
 
-def children_problems(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[int], branch: int, kids):
-    """node_problem of every child of a node (stages in slots) that puts stage `branch` in a slot
-    of `kids`: A' (shared: the children free the same stages), and B', L', K stacked per child."""
+def nodes_problems(C: np.ndarray, D: np.ndarray, fixed: np.ndarray, places: np.ndarray):
+    """node_problem of S nodes at once, node s putting stages fixed[s] in slots places[s] (S x d):
+    the distinct A' (one per set of fixed stages, G x r x r), the index of each node's (S,), and
+    B', L', K stacked per node."""
     A, B = tile_matrices(C, D)
     m = B.shape[0]
-    kids = np.asarray(kids, dtype=int)
-    fixed = np.array(list(stages) + [branch], dtype=int)
-    places = np.empty((len(kids), len(fixed)), dtype=int)
-    places[:, :-1], places[:, -1] = slots, kids
-    rows = np.setdiff1d(np.arange(m), fixed)        # free stages, then the dummy ones
-    used = np.zeros((len(kids), m), dtype=bool)
-    used[np.arange(len(kids))[:, None], places] = True
-    free = np.nonzero(~used)[1].reshape(len(kids), -1)             # each child's free slots, ascending
-    talk = A[np.ix_(rows, fixed)] + A[np.ix_(fixed, rows)].T
-    L = talk[None] @ B[places[:, :, None], free[:, None, :]]
-    K = (A[np.ix_(fixed, fixed)][None] * B[places[:, :, None], places[:, None, :]]).sum(axis=(1, 2))
-    return A[np.ix_(rows, rows)], B[free[:, :, None], free[:, None, :]], L, K
+    S = len(fixed)
+    sets, which = np.unique(np.sort(fixed, axis=1), axis=0, return_inverse=True)
+    which = which.reshape(-1)
+    taken = np.zeros((len(sets), m), dtype=bool)
+    taken[np.arange(len(sets))[:, None], sets] = True
+    set_rows = np.nonzero(~taken)[1].reshape(len(sets), -1)          # free stages, then the dummy ones
+    rows = set_rows[which]
+    used = np.zeros((S, m), dtype=bool)
+    used[np.arange(S)[:, None], places] = True
+    free = np.nonzero(~used)[1].reshape(S, -1)                       # each node's free slots, ascending
+    talk = A[rows[:, :, None], fixed[:, None, :]] + np.swapaxes(A[fixed[:, :, None], rows[:, None, :]], 1, 2)
+    L = talk @ B[places[:, :, None], free[:, None, :]]
+    K = (A[fixed[:, :, None], fixed[:, None, :]] * B[places[:, :, None], places[:, None, :]]).sum(axis=(1, 2))
+    return A[set_rows[:, :, None], set_rows[:, None, :]], which, B[free[:, :, None], free[:, None, :]], L, K
 
 
 def node_entry_value(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[int], entry,
