@@ -218,24 +218,20 @@ class TileSearch:
     def cut_for(self, limit: int) -> float:
         """The largest bound `cut` at which tokens(cut) has at most `limit` tokens (inf: the whole tree
         fits). A node stays expanded while its bound and its ancestors' are below the cut, so the
-        cut is taken over each node's largest bound on its path."""
+        expanded nodes are taken by their largest bound on the path, least first (a child's is at
+        least its parent's), until the next one's kids do not fit: only the part below the cut is read."""
         if not self.branch or 1 + self.bounded <= limit:     # every kid of an expanded node is a token
             return math.inf
-        path_max, sizes = {0: self.bound[0]}, []
-        stack = [0]
-        while stack:
-            node = stack.pop()
-            sizes.append((path_max[node], len(self.children[node])))
-            for child in self.children[node]:
-                if child in self.branch:
-                    path_max[child] = max(path_max[node], self.bound[child])
-                    stack.append(child)
-        sizes.sort()
-        total = 1
-        for key, size in sizes:
-            if total + size > limit:      # the nodes at this key and above become leaves
+        total, heap = 1, [(self.bound[0], 0)]
+        while heap:
+            key, node = heapq.heappop(heap)
+            kids = self.children[node]
+            if total + len(kids) > limit:      # the nodes at this key and above become leaves
                 return key
-            total += size
+            total += len(kids)
+            for child in kids:
+                if child in self.branch:
+                    heapq.heappush(heap, (max(key, self.bound[child]), child))
         return math.inf
 
     def certificate(self, threshold: float, limit: int = MAX_TREE_TOKENS) -> dict:
