@@ -470,7 +470,7 @@ class BranchAndBound:
                 continue
             later.add(node)
             del tree.bound[node]
-        return [node for node in nodes if node not in later] if later else nodes
+        return [node for node in nodes if node not in later]
 
     def expand(self, space: TileSpace, tree: TileSearch, nodes: list[int], total: np.ndarray) -> None:
         """Expand open nodes of one depth: each branches on its stage (branch_stages) over its kids

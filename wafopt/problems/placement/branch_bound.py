@@ -106,6 +106,7 @@ class TileSpace:
         self.C = self.inst.weights
         self.D = self.layout.distance
         self.n, self.m = self.inst.stages, len(self.layout.slots)
+        self._enclosure_of: dict = {}    # set of used slots -> distance enclosure (_enclosures)
         if self.inst.pairs:
             self.flow_i, self.flow_j = self.fit.flow_i, self.fit.flow_j
             self.pair_s, self.pair_h, self.pair_v = self.fit.pair_s, self.fit.pair_h, self.fit.pair_v
@@ -299,7 +300,7 @@ class TileSpace:
     def _enclosures(self, places: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """distance_enclosures of nodes' B (their free slots' distances) by the set of used slots
         `places`: nodes that use the same slots, in any order, share it (ENCLOSURES_KEPT kept)."""
-        keys = [bytes(row) for row in np.sort(places, axis=1).astype(np.uint16)]
+        keys = [row.tobytes() for row in np.sort(places, axis=1)]
         new = {key: s for s, key in enumerate(keys) if key not in self._enclosure_of}
         if new:
             if len(self._enclosure_of) + len(new) > ENCLOSURES_KEPT:
@@ -308,10 +309,6 @@ class TileSpace:
             self._enclosure_of.update(zip(new, zip(values, radius)))
         pairs = [self._enclosure_of[key] for key in keys]
         return np.array([v for v, _ in pairs]), np.array([r for _, r in pairs])
-
-    @cached_property
-    def _enclosure_of(self) -> dict:
-        return {}
 
     def _penalty(self, slot_of: np.ndarray, branch: np.ndarray, node: np.ndarray, kid: np.ndarray) -> np.ndarray:
         """Routing-conflict penalty among the fixed stages of children (slot_of: (B, n) the parents'
