@@ -66,6 +66,7 @@ from wafopt.models.placement_qpb import QPB_STEPS, qpb_search
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.numeric import at_most, tolerance
+from wafopt.core.parking import park
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
 from wafopt.core.workers import WorkerPool, one_blas_thread
 from wafopt.problems.placement.branch_bound import (
@@ -868,7 +869,10 @@ def node_qpb_pays(space: TileSpace, strong: tuple | None) -> bool:
 def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list, strong: list,
                   options: SolveOptions, pool, tiles: dict, stats: dict) -> None:
     """Every tile shape in turn, best root bound first, each with its share of the time left;
-    its certificate entry into `tiles`, its numbers into `stats`."""
+    its certificate entry into `tiles`, its numbers into `stats`. The trees are parked (freeing
+    millions of nodes would hold up the plan's writing after Ctrl-C)."""
+    trees: list = []
+    park((spaces, trees))
     for position, k in enumerate(order):
         space = spaces[k]
         name = _name(space)
@@ -879,6 +883,7 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
         proven_at_root = bool(strong[k]) and roots[k] >= search.threshold
         search.node_qpb_depth = NODE_QPB_DEPTH if node_qpb_pays(space, strong[k]) else 0
         tree = search.search(space, deadline, closed=proven_at_root, index=k, pool=pool)
+        trees.append(tree)
         limit = INTERRUPTED_TREE_TOKENS if options.interrupted else MAX_TREE_TOKENS   # Ctrl-C: out within 2 s
         tiles[name] = tree.certificate(search.threshold, limit)
         if strong[k]:

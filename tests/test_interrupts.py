@@ -416,3 +416,30 @@ def test_ctrl_c_while_the_command_line_loads_says_nothing_was_written(tmp_path, 
     assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
     assert "interrupted before solving began; nothing written" in done.stderr
     assert not (tmp_path / "out.json").exists()
+
+
+def test_parking_holds_only_the_latest_structure_and_only_when_on(monkeypatch):
+    """A parked search tree outlives its method only on the command line (parking on), and a new
+    park releases the one before it."""
+    import weakref
+
+    from wafopt.core import parking
+
+    class Tree:
+        pass
+
+    monkeypatch.setattr(parking, "_parked", None)
+    first = Tree()
+    alive = weakref.ref(first)
+    parking.park(first)
+    del first
+    assert alive() is None and not parking.holding()     # off: freed as usual
+    parking.park_until_exit()
+    first, second = Tree(), Tree()
+    alive, alive_second = weakref.ref(first), weakref.ref(second)
+    parking.park(first)
+    del first
+    assert alive() is not None and parking.holding()
+    parking.park(second)
+    del second
+    assert alive() is None and alive_second() is not None

@@ -14,6 +14,7 @@ from wafopt.core.errors import (
     STARTUP_SIGINTS,
     note_startup_sigint,
 )
+from wafopt.core.parking import holding, park_until_exit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,16 +28,20 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the exit short
         sys.stderr.write(f"wafopt: {NOT_STARTED}\n")
         _exit_now(EXIT_INTERRUPTED)
+    if argv is None:   # the command line: this process ends with the run
+        park_until_exit()
     code = run(argv)
-    if STARTUP_SIGINTS and code == EXIT_INTERRUPTED:
-        _exit_now(code)
+    if holding() or (STARTUP_SIGINTS and code == EXIT_INTERRUPTED):
+        _exit_now(code)   # parked search trees die with the process, unfreed
     return code
 
 
 def _exit_now(code: int) -> None:
-    """Exit without the interpreter's shutdown: a KeyboardInterrupt that went through Python code a
+    """Exit without the interpreter's shutdown (which would free every parked structure, see
+    wafopt.core.parking). Needed too where a KeyboardInterrupt that went through Python code a
     C extension ran while loading (pybind11's exec) marks the interpreter, which then kills itself
-    with SIGINT at exit (exit -2) however the interrupt was handled. Nothing needs cleaning yet."""
+    with SIGINT at exit (exit -2) however the interrupt was handled. Output is flushed; files and
+    worker pools are closed by then."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
