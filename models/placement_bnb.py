@@ -23,17 +23,14 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
   start (`options.warm_start`, e.g. a local-search plan) is the first incumbent.
 - A child's bound is at least its parent's. A child whose bound cannot beat the incumbent is
   pruned (with integer data: cannot reach incumbent - 1).
-- Dense tiles whose root QPB clears Gilmore-Lawler by NODE_QPB_GAIN (integer data): the nodes above
-  NODE_QPB_DEPTH are expanded first, best first, here; each kept child also gets the QPB of its
-  subproblem (node_qpbs), a floor of every bound below it, and its rounded point is offered as a
-  plan. The QPB entries go into the certificate beside the tree.
-- Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.pb_pays): nodes down to half
-  the stages also get their projected eigenvalue bound (proven in floats by
-  TileSpace.pb_children_batch) when they are popped (`settle`, a batch of one depth at a time):
-  most kept children are never popped, and the Gilmore-Lawler bound each child gets at once keeps
-  the weak ones from being popped. PB stays on at a depth while a trial of PB_TRIAL popped nodes
-  finds it PB_GAIN above the bound the node has without it at least PB_KEEP of the time. Nothing
-  is stored: the checker computes the PB of every node that needs it.
+- Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.qpb_pays): nodes with at least
+  three free stages also get their convex quadratic programming bound (QPB after NODE_FW_STEPS
+  Frank-Wolfe steps, proven in floats by TileSpace.qpb_children_batch) when they are popped
+  (`settle`, a batch of one depth at a time): most kept children are never popped, and the
+  Gilmore-Lawler bound each child gets at once keeps the weak ones from being popped. QPB stays
+  on at a depth while a trial of QPB_TRIAL popped nodes finds it QPB_GAIN above the bound the
+  node has without it at least QPB_KEEP of the time. Nothing is stored: the checker computes
+  the QPB of every node that needs it, with the same deterministic steps.
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
 - With workers (`options.workers` > 1), subtrees in waves: the search runs here until
   4 x WAVE_GROUPS nodes are open; then each wave deals the WAVE_GROUPS x WAVE_ROOTS lowest open
@@ -58,10 +55,8 @@ import math
 import multiprocessing
 import time
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 from wafopt.models.placement_qpb import QPB_STEPS, qpb_search
 
 from wafopt.core.budget import SolveOptions
@@ -70,10 +65,8 @@ from wafopt.core.parking import park
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
 from wafopt.core.workers import WorkerPool, one_blas_thread
 from wafopt.problems.placement.branch_bound import (
-    MAX_NODE_QPB,
     MAX_TREE_TOKENS,
     TileSpace,
-    encode_entries,
     encode_tree,
     free_slots,
     root_bound,
@@ -81,9 +74,7 @@ from wafopt.problems.placement.branch_bound import (
 from wafopt.problems.placement.instance import PlacementInstance
 from wafopt.problems.placement.projected import (
     MAX_SLOTS,
-    NODE_POINT_DIGITS,
     bound_at_point,
-    node_problem,
     spectral,
     tile_matrices,
 )
@@ -104,13 +95,10 @@ SPARSE = 0.25              # strong branching and lazy assignment problems only 
                            # stage pairs with flow (pipelines; on dense QAPs they cost more than they save)
 PROGRESS_EVERY_S = 1.0
 ROOT_QPB_SHARE = 0.1       # of the time limit, at most, for the root's convex quadratic programming bound
-NODE_QPB_GAIN = 0.125      # a root QPB this far above Gilmore-Lawler (measured: nug22-30, tho30/40, not
-                           # nug20/21, where the Gilmore-Lawler tree overtakes QPB within a minute) ...
-PB_TRIAL = 200             # nodes of one depth given the projected eigenvalue bound before judging it:
-PB_KEEP = 0.5              # ... it stays on at that depth while at least this share is above the bound
+QPB_TRIAL = 200            # nodes of one depth given their QPB before judging it:
+QPB_KEEP = 0.5             # ... it stays on at that depth while at least this share is above the bound
                            # the node has without it (Gilmore-Lawler or its parent's)
-PB_GAIN = 0.005            # ... by this share of the incumbent
-NODE_QPB_DEPTH = 3         # ... bounds the nodes down to this depth by QPB too (integer data only)
+QPB_GAIN = 0.005           # ... by this share of the incumbent
 WAVE_GROUPS = 4            # with workers: open nodes dealt into this many groups per wave (fixed, so
                            # the answer is the same for any number of workers)
 WAVE_EXPANSIONS = 200      # expansions of one group in one wave
@@ -139,9 +127,7 @@ class TileSearch:
     levels: dict = field(default_factory=dict)     # depth -> heap of open (bound, node id)
     dive: list = field(default_factory=list)       # depth-first stack (bound, -depth, id), once MAX_OPEN are open
     lazy: set = field(default_factory=set)         # open nodes kept with a weaker bound than their full one
-    pb_due: set = field(default_factory=set)       # open nodes whose projected eigenvalue bound waits for their pop
-    floor: dict = field(default_factory=dict)      # open node id -> the QPB of it or of an ancestor (its bound's floor)
-    qpb: list = field(default_factory=list)        # nodes bounded by QPB: [[[stage, slot], ...], certificate entry]
+    qpb_due: set = field(default_factory=set)      # open nodes whose QPB waits for their pop
     closed_least: float = math.inf                 # least bound of a pruned or complete leaf
     away: float = math.inf                         # least bound of the open nodes dealt out in a wave
     queued: int = 0                                # open nodes in `levels`
@@ -150,11 +136,11 @@ class TileSearch:
     lap_solved: int = 0                            # of them by the full assignment problem
 
     def flags(self, node: int) -> int:
-        """What an open node still waits for: 1 its assignment problem (lazy), 2 its PB (pb_due)."""
-        return (node in self.lazy) | 2 * (node in self.pb_due)
+        """What an open node still waits for: 1 its assignment problem (lazy), 2 its QPB (qpb_due)."""
+        return (node in self.lazy) | 2 * (node in self.qpb_due)
 
     def set_flags(self, node: int, flags: int) -> None:
-        for wanted, kept in ((flags & 1, self.lazy), (flags & 2, self.pb_due)):
+        for wanted, kept in ((flags & 1, self.lazy), (flags & 2, self.qpb_due)):
             if wanted:
                 kept.add(node)
             else:
@@ -245,7 +231,7 @@ class TileSearch:
         cut = self.cut_for(limit)
         bound = min(self.least(), cut)
         return {"bound": float(bound), "tree": encode_tree(self.tokens(cut)), "open_nodes": self.pending(),
-                "frontier": frontier, **({"qpb": encode_entries(self.qpb)} if self.qpb else {}),
+                "frontier": frontier,
                 **({"cut_at_bound": cut} if math.isfinite(cut) else {})}
 
 
@@ -294,11 +280,9 @@ class BranchAndBound:
         self.threshold = math.inf           # children bounded at or above it are pruned
         self.log: list | None = None        # a wave task's record of its tree's changes
         self.waves_run = 0
-        self.node_qpb_depth = 0             # nodes down to this depth get a QPB too (set per tile shape)
-        self.pb_depth = 0                   # children down to this depth get the projected eigenvalue bound
-        self.pb_counts: dict = {}           # depth -> [PBs computed, clearly above the bound without it, pruned by it]
-        self.pb_off: frozenset = frozenset()  # depths where PB did not pay in an earlier wave
-        self.qpb_until: float | None = None  # ... while time is left for them
+        self.qpb_depth = 0                  # children down to this depth get their QPB when popped
+        self.qpb_counts: dict = {}          # depth -> [QPBs computed, clearly above the bound without it, pruned by it]
+        self.qpb_off: frozenset = frozenset()  # depths where QPB did not pay in an earlier wave
         self.pool = None                    # the run's worker pool (wave_pool), if any
         self.tile = 0                       # the index of the tile shape searched (in _SPACES)
         self.started = time.monotonic()
@@ -345,21 +329,18 @@ class BranchAndBound:
     def search(self, space: TileSpace, deadline: float | None, closed: bool = False, index: int = 0,
                pool=None) -> TileSearch:
         """The tree of one tile shape (closed: the root's QPB already reaches the incumbent, the
-        tree is the root alone), in this process or, with a pool, in waves; with node_qpb_depth
-        set, the nodes above it first (shallow_first)."""
+        tree is the root alone), in this process or, with a pool, in waves."""
         tree = TileSearch(space)
         tree.stages.append(())
         tree.slots.append(())
         self.waves_run, self.tile, self.pool = 0, index, pool
-        self.pb_depth, self.pb_counts = node_pb_depth(space), {}
+        self.qpb_depth, self.qpb_counts = node_qpb_depth(space), {}
         if closed:
             tree.closed_least = root_bound(space)
             return tree
         tree.levels[0] = [(root_bound(space), 0)]
         tree.queued = 1
         self.threshold = _prune_threshold(space, self.best.value)
-        if self.node_qpb_depth:
-            self.shallow_first(space, tree, deadline)
         if pool is None:
             self.run(space, tree, deadline)
         else:
@@ -397,23 +378,6 @@ class BranchAndBound:
                 expansions = None if expansions is None else expansions - 1
             self._progress(space, tree)
 
-    def shallow_first(self, space: TileSpace, tree: TileSearch, deadline: float | None) -> None:
-        """Expand the open nodes above node_qpb_depth first, best first, here (their children get
-        a QPB: node_qpbs) until none is left or `deadline`; below, Gilmore-Lawler alone."""
-        total = space.C.sum(axis=1)
-        self.qpb_until = deadline
-        while not self.options.stopped() and (deadline is None or time.monotonic() < deadline):
-            tops = [(heap[0][0], depth) for depth, heap in tree.levels.items() if heap and depth < self.node_qpb_depth]
-            if not tops:
-                break
-            bound, node = heapq.heappop(tree.levels[min(tops)[1]])
-            tree.queued -= 1
-            nodes = self.settle(space, tree, [node]) if self.still_open(tree, node, bound) else []
-            if nodes:
-                self.expand(space, tree, nodes, total)
-            self._progress(space, tree)
-        self.qpb_until, self.node_qpb_depth = None, 0
-
     def still_open(self, tree: TileSearch, node: int, bound: float) -> bool:
         """A node popped with a bound the incumbent has reached since is a pruned leaf."""
         if bound < self.threshold:
@@ -425,13 +389,12 @@ class BranchAndBound:
     def close(self, tree: TileSearch, node: int, bound: float) -> None:
         """An open node the incumbent prunes becomes a leaf."""
         tree.closed_least = min(tree.closed_least, bound)
-        tree.floor.pop(node, None)
         if self.log is not None:
             self.log.append(("close", node, bound))
 
     def settle(self, space: TileSpace, tree: TileSearch, nodes: list[int]) -> list[int]:
         """Of popped nodes of one depth, those to expand now: a node kept with a weaker bound first
-        gets its full one (its assignment problem, then its projected eigenvalue bound); pruned by
+        gets its full one (its assignment problem, then its QPB); pruned by
         it, it is a leaf; raised by it, it goes back to the heap."""
         lazy = [node for node in nodes if node in tree.lazy]
         if lazy:
@@ -439,22 +402,21 @@ class BranchAndBound:
             slots = np.array([tree.slots[node] for node in lazy], dtype=int)
             bounds, _, _ = space.children_batch(stages[:, :-1], slots[:, :-1], stages[:, -1], slots[:, -1:], self.threshold)
             tree.lazy.difference_update(lazy)
-            nodes = self._raise(tree, nodes, lazy, [max(b, tree.floor.get(node, -math.inf))
-                                                    for node, b in zip(lazy, bounds[:, 0].tolist())])
-        due = [node for node in nodes if node in tree.pb_due]
+            nodes = self._raise(tree, nodes, lazy, bounds[:, 0].tolist())
+        due = [node for node in nodes if node in tree.qpb_due]
         if due:
-            tree.pb_due.difference_update(due)
+            tree.qpb_due.difference_update(due)
             depth = len(tree.stages[due[0]])
-            if self.pb_wanted(depth):
-                pbs = np.concatenate(space.pb_children_batch([
+            if self.qpb_wanted(depth):
+                qpbs = np.concatenate(space.qpb_children_batch([
                     (tree.stages[node][:-1], tree.slots[node][:-1], tree.stages[node][-1], tree.slots[node][-1:])
                     for node in due]))
                 before = np.array([tree.bound[node] for node in due])   # Gilmore-Lawler or the parent's
-                counts = self.pb_counts.setdefault(depth, [0, 0, 0])
+                counts = self.qpb_counts.setdefault(depth, [0, 0, 0])
                 counts[0] += len(due)
-                counts[1] += int((pbs > before + PB_GAIN * abs(self.threshold)).sum())
-                counts[2] += int((pbs >= self.threshold).sum())
-                nodes = self._raise(tree, nodes, due, pbs.tolist())
+                counts[1] += int((qpbs > before + QPB_GAIN * abs(self.threshold)).sum())
+                counts[2] += int((qpbs >= self.threshold).sum())
+                nodes = self._raise(tree, nodes, due, qpbs.tolist())
         return nodes
 
     def _raise(self, tree: TileSearch, nodes: list[int], settled: list[int], bounds: list[float]) -> list[int]:
@@ -491,7 +453,7 @@ class BranchAndBound:
             kids[k] = free[j]
         branches = candidates[:, 0].copy()
         depth = stages.shape[1] + 1      # of the children (the nodes of one batch have one depth)
-        pb_due = self.pb_wanted(depth)
+        qpb_due = self.qpb_wanted(depth)
         lazy = tree.least() + LAZY_MARGIN if sparse else math.inf
         tries = (candidates != candidates[:, :1]) & ~symmetric[:, None]
         results, tried = {}, []
@@ -520,59 +482,19 @@ class BranchAndBound:
             self.offer(space, P[a], float(values[a]))
             self.improve(space, P[a])           # descent from the batch's best completion, kept if better
             self.threshold = _prune_threshold(space, self.best.value)
-        raised, qpbs = [], []
         for k, node in enumerate(nodes):
             bounds, exact = results[k][:2]
-            if node in tree.floor:      # a child is bounded by its ancestor's QPB too
-                bounds = np.maximum(bounds, tree.floor[node])
-            qpb = None
-            if len(stages[k]) < self.node_qpb_depth:
-                qpb = self.node_qpbs(space, tree, list(stages[k]) + [int(branches[k])], list(slots[k]), kids[k], bounds)
-                bounds = np.maximum(bounds, [qpb[kid][0] if kid in qpb else -math.inf for kid in kids[k].tolist()])
-            raised.append(np.maximum(bounds, tree.bound[node]))   # a child's plans are among its parent's
-            qpbs.append(qpb)
-        for k, node in enumerate(nodes):
-            self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], raised[k],
-                        results[k][1], qpb=qpbs[k], pb_due=pb_due)
+            raised = np.maximum(bounds, tree.bound[node])     # a child's plans are among its parent's
+            self.record(tree, node, list(stages[k]), list(slots[k]), int(branches[k]), kids[k], raised, exact,
+                        qpb_due=qpb_due)
 
-    def pb_wanted(self, depth: int) -> bool:
-        """Whether nodes at `depth` get the projected eigenvalue bound when popped: down to pb_depth,
-        and after PB_TRIAL of them only while at least PB_KEEP of those were above the bound without it."""
-        if depth > self.pb_depth or depth in self.pb_off:
+    def qpb_wanted(self, depth: int) -> bool:
+        """Whether nodes at `depth` get their QPB when popped: down to qpb_depth, and after QPB_TRIAL
+        of them only while at least QPB_KEEP of those were above the bound without it."""
+        if depth > self.qpb_depth or depth in self.qpb_off:
             return False
-        counts = self.pb_counts.get(depth)
-        return counts is None or counts[0] < PB_TRIAL or counts[1] >= PB_KEEP * counts[0]
-
-    def node_qpbs(self, space: TileSpace, tree: TileSearch, stages: list[int], slots: list[int], kids: np.ndarray,
-                  bounds: np.ndarray) -> dict:
-        """The QPB of each child (stages[-1] in a kid slot) that its bound does not prune, while
-        time is left (on the pool's processes when there is one): {kid: (proven bound, certificate
-        entry)}. Each rounded point is offered as a plan."""
-        todo = [(kid, [[int(i), int(k)] for i, k in zip(stages, slots + [kid])])
-                for kid, bound in zip(kids.tolist(), bounds.tolist()) if bound < self.threshold]
-        todo = todo[:max(0, MAX_NODE_QPB - len(tree.qpb))]
-        out = {}
-        for (kid, pairs), result in zip(todo, self._node_qpb_results(space, todo)):
-            if result is not None:
-                value, entry, completion = result
-                if completion is not None:
-                    self.improve(space, completion)
-                out[kid] = (value, [pairs, entry])
-        self.threshold = _prune_threshold(space, self.best.value)
-        return out
-
-    def _node_qpb_results(self, space: TileSpace, todo: list) -> list:
-        """node_qpb of each (kid, pairs) in order, None where time ran out or Ctrl-C came first."""
-        if not isinstance(self.pool, WorkerPool):
-            return [None if self.options.stopped() else node_qpb(space, pairs, self.qpb_until, self.options.stopped)
-                    for _, pairs in todo]
-        numbers = [self.pool.submit(node_qpb_task, self.tile, pairs, self.qpb_until) for _, pairs in todo]
-        while not all(self.pool.done(number) for number in numbers):
-            if self.options.interrupted:
-                self.pool.stop()
-                return [None] * len(numbers)
-            self.pool.wait(POLL_S)
-        return [self.pool.result(number) for number in numbers]
+        counts = self.qpb_counts.get(depth)
+        return counts is None or counts[0] < QPB_TRIAL or counts[1] >= QPB_KEEP * counts[0]
 
     def _children(self, space: TileSpace, stages: np.ndarray, slots: np.ndarray, branches: np.ndarray, kids: list,
                   symmetric: np.ndarray, todo: list | None = None, assign_below: float = math.inf) -> dict:
@@ -593,12 +515,11 @@ class BranchAndBound:
 
     def record(self, tree: TileSearch, node: int, stages: list, slots: list, branch: int, kids: np.ndarray,
                bounds: np.ndarray, exact: np.ndarray, keep: np.ndarray | None = None, enqueue: bool = True,
-               qpb: dict | None = None, pb_due: bool = False) -> list:
+               qpb_due: bool = False) -> list:
         """Enter an expanded node's children in the tree: those that may hold a better plan (or
         `keep`, replaying another process's expansion) as open nodes (best first, or depth first
-        beyond MAX_OPEN; not `enqueue`: left to the caller), the others as closed leaves; a kept
-        child's floor is its parent's or its own QPB (`qpb`: node_qpbs); `pb_due`: the kept children
-        get their PB when popped (settle). Returns the kept children's (bound, id)."""
+        beyond MAX_OPEN; not `enqueue`: left to the caller), the others as closed leaves; `qpb_due`:
+        the kept children get their QPB when popped (settle). Returns the kept children's (bound, id)."""
         n = tree.space.n
         tree.expanded += 1
         tree.bounded += len(kids)
@@ -613,19 +534,13 @@ class BranchAndBound:
             tree.closed_least = min(tree.closed_least, float(bounds[~keep].min()))
         child_stages, slots = tuple(stages) + (branch,), tuple(slots)    # one tuple for all children
         kept, ids = [], [-1] * len(kids)
-        floor = tree.floor.pop(node, -math.inf)
-        for kid, (value, entry) in (qpb or {}).items():
-            tree.qpb.append(entry)
         for at, k, b, full in zip(np.flatnonzero(keep).tolist(), kids[keep].tolist(), bounds[keep].tolist(),
                                   exact[keep].tolist()):
             child = len(tree.stages)
-            own = max(floor, qpb[k][0]) if qpb and k in qpb else floor
-            if own > -math.inf:
-                tree.floor[child] = own
             if not full:
                 tree.lazy.add(child)
-            if pb_due:
-                tree.pb_due.add(child)
+            if qpb_due:
+                tree.qpb_due.add(child)
             tree.stages.append(child_stages)
             tree.slots.append(slots + (k,))
             ids[at] = child
@@ -653,10 +568,10 @@ class BranchAndBound:
             tree.away = entries[0][0] if entries else math.inf
             groups = [entries[g::WAVE_GROUPS] for g in range(WAVE_GROUPS)]
             groups = [g for g in groups if g]
-            off = frozenset(d for d in range(1, self.pb_depth + 1) if not self.pb_wanted(d))
+            off = frozenset(d for d in range(1, self.qpb_depth + 1) if not self.qpb_wanted(d))
             stop_at = None if deadline is None else deadline - tree.writing_s()
             tasks = [(index, self.best, self.threshold, stop_at, off, dive,
-                      [(tree.stages[node], tree.slots[node], bound, tree.flags(node), tree.floor.get(node))
+                      [(tree.stages[node], tree.slots[node], bound, tree.flags(node))
                        for bound, node in group])
                      for group in groups]
             replayed = 0
@@ -685,8 +600,8 @@ class BranchAndBound:
         ids = list(roots)
         log = result["log"]
         tree.closed_least = min(tree.closed_least, log["closed_least"])
-        for depth, counts in result["pb"].items():
-            mine = self.pb_counts.setdefault(depth, [0, 0, 0])
+        for depth, counts in result["qpb"].items():
+            mine = self.qpb_counts.setdefault(depth, [0, 0, 0])
             mine[:] = [a + b for a, b in zip(mine, counts)]
         ends = np.cumsum(log["sizes"])
         for e, (local, bound, branch) in enumerate(zip(log["node"].tolist(), log["bound"].tolist(),
@@ -756,24 +671,22 @@ def wave_pool(workers: int):
     return WorkerPool(min(workers, WAVE_GROUPS), "fork", initializer=one_blas_thread)
 
 
-def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, pb_off: frozenset,
+def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, qpb_off: frozenset,
               dive: bool, roots: list) -> dict:
     """One group of one wave: best first (`dive`: depth first, the tree holding more than
-    MAX_OPEN open nodes) from `roots` (stages, slots, bound, flags, floor) for WAVE_EXPANSIONS
+    MAX_OPEN open nodes) from `roots` (stages, slots, bound, flags) for WAVE_EXPANSIONS
     expansions, from the wave's incumbent; returns the tree's changes, its open nodes and its
     incumbent."""
     space = _SPACES[index]
     left = None if deadline is None else max(0.0, deadline - time.monotonic())
     search = BranchAndBound(space.inst, SolveOptions(time_limit=left, quiet=True).start())
     search.best, search.threshold, search.log = best, threshold, []
-    search.pb_depth, search.pb_off = node_pb_depth(space), pb_off
+    search.qpb_depth, search.qpb_off = node_qpb_depth(space), qpb_off
     tree = TileSearch(space)
-    for stages, slots, bound, flags, floor in roots:
+    for stages, slots, bound, flags in roots:
         node = len(tree.stages)
         tree.stages.append(stages)
         tree.slots.append(slots)
-        if floor is not None:
-            tree.floor[node] = floor
         if dive:
             tree.dive.append((bound, -len(stages), node))
         else:
@@ -783,7 +696,7 @@ def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | N
     tree.dive.sort(reverse=True)   # the least bound (then the deepest) on top
     search.run(space, tree, deadline, expansions=WAVE_EXPANSIONS)
     return {"log": _pack(search.log), "open": [(bound, node, tree.flags(node)) for bound, node in tree.open_entries()],
-            "best": (search.best.value, search.best.plan), "pb": search.pb_counts}
+            "best": (search.best.value, search.best.plan), "qpb": search.qpb_counts}
 
 
 def _pack(log: list) -> dict:
@@ -822,48 +735,10 @@ def _name(space: TileSpace) -> str:
     return f"{space.layout.tile[0]}x{space.layout.tile[1]}"
 
 
-def node_qpb(space: TileSpace, pairs: list, deadline: float | None = None, stopped=lambda: False) -> tuple | None:
-    """The QPB of the node fixing `pairs` ([stage, slot], ...): (its proven bound rounded up,
-    certificate entry, the plan nearest its point or None); None when `deadline` has passed."""
-    if deadline is not None and time.monotonic() >= deadline:
-        return None
-    A, B, L, K = node_problem(space.C, space.D, [p[0] for p in pairs], [p[1] for p in pairs])
-    _, point, spec, _ = qpb_search(A, B, L, spectral(A, B), QPB_STEPS, deadline, stopped)
-    value, entry, point = bound_at_point(A, B, L, point, spec, NODE_POINT_DIGITS)
-    value = (value + Fraction(K)) / 2
-    entry["value"] = float(value)
-    completion = None if point is None else _rounded_completion(space, pairs, point)
-    return float(math.ceil(value)), entry, completion    # integer data: every objective is an integer
-
-
-def node_qpb_task(index: int, pairs: list, deadline: float | None) -> tuple | None:
-    """node_qpb on a forked worker (which inherits the tile shapes)."""
-    return node_qpb(_SPACES[index], pairs, deadline)
-
-
-def _rounded_completion(space: TileSpace, pairs: list, point: np.ndarray) -> np.ndarray:
-    """The plan nearest a node's QPB point: its free stages where the point's assignment puts them."""
-    fixed = dict(pairs)
-    rows = np.setdiff1d(np.arange(space.m), list(fixed))            # free stages, then the dummies
-    free = np.setdiff1d(np.arange(space.m), list(fixed.values()))
-    slot_of = dict(fixed)
-    for row, col in zip(*linear_sum_assignment(-point)):
-        slot_of[int(rows[row])] = int(free[col])
-    return np.array([slot_of[i] for i in range(space.n)])
-
-
-def node_pb_depth(space: TileSpace) -> int:
-    """Children down to this depth get the projected eigenvalue bound (TileSpace.pb_pays): the first
-    half of the stages. Measured on nug20 (docs/placement.md): there it is above Gilmore-Lawler at
-    nearly every node down to depth 9 of 20, and below it at about half the nodes from depth 10 on."""
-    return space.n // 2 if space.pb_pays else 0
-
-
-def node_qpb_pays(space: TileSpace, strong: tuple | None) -> bool:
-    """Whether the nodes near the root get a QPB too: integer data (the checker's exact proof)
-    and a root QPB NODE_QPB_GAIN above Gilmore-Lawler, where the Gilmore-Lawler tree does not
-    reach the root's QPB within minutes."""
-    return bool(strong) and space.integral and strong[0] >= (1 + NODE_QPB_GAIN) * root_bound(space)
+def node_qpb_depth(space: TileSpace) -> int:
+    """Children down to this depth get their QPB when popped (TileSpace.qpb_pays): every node with
+    at least three free stages; the per-depth trial turns it off where it does not pay."""
+    return space.n - 3 if space.qpb_pays else 0
 
 
 def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list, strong: list,
@@ -881,7 +756,6 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
         left = options.remaining()
         deadline = None if left is None else time.monotonic() + left / (len(order) - position)
         proven_at_root = bool(strong[k]) and roots[k] >= search.threshold
-        search.node_qpb_depth = NODE_QPB_DEPTH if node_qpb_pays(space, strong[k]) else 0
         tree = search.search(space, deadline, closed=proven_at_root, index=k, pool=pool)
         trees.append(tree)
         limit = INTERRUPTED_TREE_TOKENS if options.interrupted else MAX_TREE_TOKENS   # Ctrl-C: out within 2 s
@@ -891,11 +765,10 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
             tiles[name]["bound"] = max(tiles[name]["bound"], roots[k])
         stats[name] = {"root_bounds": {"gilmore-lawler": space.rounded(root_bound(space)),
                                        **({"qpb": space.rounded(strong[k][0]), "qpb_s": strong[k][2]} if strong[k] else {}),
-                                       "used": "qpb" if strong[k] and strong[k][0] > root_bound(space) else "gilmore-lawler",
-                                       "node_qpb": len(tree.qpb)},
-                       "node_pb": {"depth": search.pb_depth,
+                                       "used": "qpb" if strong[k] and strong[k][0] > root_bound(space) else "gilmore-lawler"},
+                       "node_qpb": {"depth": search.qpb_depth,
                                    "by_depth": {str(d): dict(zip(("computed", "raised", "pruned"), c))
-                                                for d, c in sorted(search.pb_counts.items())}},
+                                                for d, c in sorted(search.qpb_counts.items())}},
                        "nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": tree.lap_solved,
                        "open": tree.pending(), "root_bound": space.rounded(roots[k]),
                        "bound": space.rounded(tiles[name]["bound"]), "proven": not tree.pending(),

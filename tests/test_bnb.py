@@ -246,8 +246,10 @@ def test_tampered_certificates_do_not_prove_their_bound(open_frontier):
     with pytest.raises(CertificateError):
         check_bnb_frontier(inst, cut)
 
-    lying = copy.deepcopy(good)           # a frontier node whose stored bound is raised
-    lying["tiles"]["1x1"]["frontier"][0][1] += 10
+    lying = copy.deepcopy(good)           # a frontier node stored above what its path proves
+    pairs = lying["tiles"]["1x1"]["frontier"][0][0]
+    space = TileSpace(inst, inst.layouts[0])
+    lying["tiles"]["1x1"]["frontier"][0][1] = path_bound(space, [i for i, _ in pairs], [k for _, k in pairs]) + 10
     with pytest.raises(CertificateError):
         check_bnb_frontier(inst, lying)
 
@@ -436,12 +438,12 @@ def test_the_checker_bounds_each_leaf_by_the_largest_node_bound_on_its_path():
     """walk re-derives min over leaves of the largest own bound on the leaf's path (a node's plans
     are among its parent's), here recomputed leaf by leaf with path_bound; the search's open
     nodes carry no more than that."""
-    from wafopt.models.placement_bnb import BranchAndBound, TileSearch, node_pb_depth
+    from wafopt.models.placement_bnb import BranchAndBound, TileSearch, node_qpb_depth
 
     lo = load(QAPLIB / "nug12.yaml")
     space = TileSpace(lo.instance, lo.instance.layouts[0])
     search = BranchAndBound(lo.instance, SolveOptions(quiet=True).start())
-    search.pb_depth = node_pb_depth(space)
+    search.qpb_depth = node_qpb_depth(space)
     tree = TileSearch(space, stages=[()], slots=[()], levels={0: [(root_bound(space), 0)]}, queued=1)
     search.run(space, tree, None, expansions=6)   # no incumbent: every child is a leaf or expanded
     leaves = []
@@ -463,15 +465,15 @@ def test_the_checker_bounds_each_leaf_by_the_largest_node_bound_on_its_path():
 
 def test_a_listed_node_may_carry_the_bound_it_inherits_and_no_more():
     """A frontier node is checked against the largest bound on its path: this nug12 node's own
-    bound is about 618.0, its parent's about 620.1, so 620 passes and 621 does not."""
+    bound is about 665.6, an ancestor's about 668.7, so 668 passes and 669 does not."""
     lo = load(QAPLIB / "nug12.yaml")
     space = TileSpace(lo.instance, lo.instance.layouts[0])
-    pairs = [[5, 10], [9, 6], [8, 9], [4, 1], [11, 8]]
+    pairs = [[4, 11], [8, 10], [9, 5], [1, 7], [6, 4], [0, 3], [5, 8]]
     stages, slots = [p[0] for p in pairs], [p[1] for p in pairs]
-    assert node_bound(space, stages, slots) < 620.0 < path_bound(space, stages, slots) < 621.0
+    assert node_bound(space, stages, slots) < 668.0 < path_bound(space, stages, slots) < 669.0
     data = solve_direct(lo.instance).bound.data
-    data["tiles"]["1x1"]["frontier"] = [[pairs, 620.0]]
+    data["tiles"]["1x1"]["frontier"] = [[pairs, 668.0]]
     assert check_bnb_frontier(lo.instance, data) == 578.0
-    data["tiles"]["1x1"]["frontier"] = [[pairs, 621.0]]
+    data["tiles"]["1x1"]["frontier"] = [[pairs, 669.0]]
     with pytest.raises(CertificateError, match="re-derives"):
         check_bnb_frontier(lo.instance, data)

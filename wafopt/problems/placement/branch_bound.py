@@ -12,9 +12,9 @@ A node fixes some stages to slots of one tile shape. Its bound is
   + routing-conflict penalty among the fixed stages (Eq. 2 gamma): the union of the flows' routes
     only grows as stages are fixed, so the penalty of a pair whose ends are both fixed, counted
     against the routes of the fixed flows, never decreases.
-Where proven (integer data: TileSpace.pb_valid) a child's bound may also be its projected
-eigenvalue bound (pb_children): the checker computes it for every leaf whose Gilmore-Lawler bound
-is below the claimed value.
+Where proven (integer data: TileSpace.qpb_valid) a child's bound may also be its convex quadratic
+programming bound after a fixed number of Frank-Wolfe steps (qpb_children_batch): the checker
+runs the same steps for every node whose Gilmore-Lawler bound is below the claimed value.
 A complete assignment's bound is its full Eq. 2 objective. A node also inherits its parent's
 bound (its plans are among its parent's), so a bound is the largest along the node's path. With
 integer weights, distances and Mem_pair volumes every objective is an integer and bounds are
@@ -45,7 +45,6 @@ bound exceeds its re-derived one (a node may be listed with its row-minimum boun
 from __future__ import annotations
 
 import base64
-import json
 import math
 import zlib
 from dataclasses import dataclass, field
@@ -60,21 +59,15 @@ from wafopt.problems.certificates import float_down
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 from wafopt.problems.placement.projected import (
-    distance_enclosures,
     entry_value,
-    node_entry_value,
+    node_qpbs,
     nodes_problems,
     pb_float,
-    pb_node,
-    pb_node_exact_sizes,
     tile_matrices,
 )
 
 FLOAT_ERROR = 1e-9    # relative error of a float bound's sums (far below the rule's REL_TOL)
 MAX_TREE_TOKENS = 20_000_000  # a certificate's tree beyond this is refused (checking it takes about 5 minutes)
-ENCLOSURES_KEPT = 200_000    # eigenvalue enclosures of node distance matrices kept for reuse (about 400 bytes each)
-MAX_NODE_QPB = 1000           # nodes with a QPB in one tree's certificate (each check: about 0.1 s)
-MAX_NODE_QPB_TEXT = 64 << 20  # their entries' JSON text, unpacked
 
 
 def symmetry_group(fit: Fitness) -> list[np.ndarray]:
@@ -106,7 +99,6 @@ class TileSpace:
         self.C = self.inst.weights
         self.D = self.layout.distance
         self.n, self.m = self.inst.stages, len(self.layout.slots)
-        self._enclosure_of: dict = {}    # set of used slots -> distance enclosure (_enclosures)
         if self.inst.pairs:
             self.flow_i, self.flow_j = self.fit.flow_i, self.fit.flow_j
             self.pair_s, self.pair_h, self.pair_v = self.fit.pair_s, self.fit.pair_h, self.fit.pair_v
@@ -258,32 +250,26 @@ class TileSpace:
         return bound, exact, completion
 
     @cached_property
-    def pb_valid(self) -> bool:
-        """Whether a node's projected eigenvalue bound is proven in floats here (pb_node): integer
-        data whose largest node problem stays exact."""
-        if not self.integral or self.n < 3 or not np.array_equal(self.D, self.D.T):
-            return False
-        A, B = tile_matrices(self.C, self.D)
-        worst_linear = np.full((self.m, self.m), 2 * np.abs(self.C).sum() * float(np.abs(self.D).max()))
-        return pb_node_exact_sizes(A, B, worst_linear)
+    def qpb_valid(self) -> bool:
+        """Whether a node's QPB is proven in floats here (qpb_nodes, which takes the node problem's
+        matrices as exact): integer data (then nodes_problems is exact) and symmetric distances."""
+        return self.integral and self.n >= 3 and np.array_equal(self.D, self.D.T)
 
     @cached_property
-    def pb_pays(self) -> bool:
-        """Whether the search gives nodes the projected eigenvalue bound: proven here, and at the
-        root above Gilmore-Lawler (on instances whose flows lack the spectral structure PB relies
-        on, such as scr20 and ste36a, it is far below)."""
-        return self.pb_valid and pb_float(*tile_matrices(self.C, self.D)) / 2 > root_bound(self)
+    def qpb_pays(self) -> bool:
+        """Whether the search gives nodes their QPB: proven here, and the root's projected eigenvalue
+        bound above Gilmore-Lawler (on instances whose flows lack the spectral structure the
+        eigenvalue bounds rely on, such as scr20 and ste36a, it is far below)."""
+        return self.qpb_valid and pb_float(*tile_matrices(self.C, self.D)) / 2 > root_bound(self)
 
-    def pb_children(self, stages: list[int], slots: list[int], branch: int, kids: np.ndarray) -> np.ndarray:
-        """The projected eigenvalue bound (base objective, unrounded) of the children of one node
-        that put stage `branch` in each slot of `kids`: (PB of the free stages on the free slots
-        with the cost of talking to the fixed ones, pb_node, + the fixed stages' own cost) / 2,
-        plus the routing-conflict penalty among the fixed stages. Needs pb_valid."""
-        return self.pb_children_batch([(stages, slots, branch, kids)])[0]
-
-    def pb_children_batch(self, nodes: list) -> list[np.ndarray]:
-        """pb_children of several nodes with as many fixed stages, (stages, slots, branch, kids)
-        each, in one pb_node call (one eigen-decomposition stack; one of A per set of fixed stages)."""
+    def qpb_children_batch(self, nodes: list) -> list[np.ndarray]:
+        """The convex quadratic programming bound (base objective, unrounded) of the children of
+        several nodes with as many fixed stages, (stages, slots, branch, kids) each: the QPB of the
+        free stages on the free slots with the cost of talking to the fixed ones at the point of
+        NODE_FW_STEPS Frank-Wolfe steps (node_points, qpb_nodes: proven in floats), plus the fixed
+        stages' own cost, halved, plus the routing-conflict penalty among the fixed stages. It is
+        at least the projected eigenvalue bound (Frank-Wolfe starts at P, where the bound is PB).
+        Needs qpb_valid."""
         counts = [len(kids) for _, _, _, kids in nodes]
         group = np.repeat(np.arange(len(nodes)), counts)
         kid = np.concatenate([np.asarray(kids, dtype=int) for _, _, _, kids in nodes])
@@ -291,24 +277,12 @@ class TileSpace:
         slots = np.array([list(slots) for _, slots, _, _ in nodes], dtype=int).reshape(len(nodes), -1)
         places = np.concatenate([slots[group], kid[:, None]], axis=1)
         A, which, B, L, K = nodes_problems(self.C, self.D, stages[group], places)
+        A = (A + np.swapaxes(A, 1, 2))[which] / 2       # tr(A X B X^T) = tr(As X B X^T), B symmetric
+        t = node_qpbs(A, B, L)
         slot_of = np.full((len(nodes), self.n), -1)
         slot_of[np.arange(len(nodes))[:, None], stages[:, :-1]] = slots
-        values = (pb_node(A, B, L, which, self._enclosures(places, B)) + K) / 2 + self._penalty(
-            slot_of, stages[:, -1], group, kid)
+        values = (t + K) / 2 + self._penalty(slot_of, stages[:, -1], group, kid)
         return np.split(values, np.cumsum(counts)[:-1])
-
-    def _enclosures(self, places: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """distance_enclosures of nodes' B (their free slots' distances) by the set of used slots
-        `places`: nodes that use the same slots, in any order, share it (ENCLOSURES_KEPT kept)."""
-        keys = [row.tobytes() for row in np.sort(places, axis=1)]
-        new = {key: s for s, key in enumerate(keys) if key not in self._enclosure_of}
-        if new:
-            if len(self._enclosure_of) + len(new) > ENCLOSURES_KEPT:
-                self._enclosure_of.clear()
-            values, radius = distance_enclosures(B[list(new.values())])
-            self._enclosure_of.update(zip(new, zip(values, radius)))
-        pairs = [self._enclosure_of[key] for key in keys]
-        return np.array([v for v, _ in pairs]), np.array([r for _, r in pairs])
 
     def _penalty(self, slot_of: np.ndarray, branch: np.ndarray, node: np.ndarray, kid: np.ndarray) -> np.ndarray:
         """Routing-conflict penalty among the fixed stages of children (slot_of: (B, n) the parents'
@@ -386,31 +360,14 @@ def decode_tree(text: str, n: int, limit: int = MAX_TREE_TOKENS) -> np.ndarray:
     return tokens
 
 
-def encode_entries(entries: list) -> str:
-    """Node QPB entries, [[[stage, slot], ...], {value, theta, point}], as base64 of zlib-packed JSON."""
-    return _packed(json.dumps(entries, separators=(",", ":")).encode())
-
-
-def decode_entries(text, where: str) -> list:
-    raw = _unpacked(text, MAX_NODE_QPB_TEXT, where)
-    try:
-        entries = json.loads(raw) if len(raw) < MAX_NODE_QPB_TEXT else None
-    except (ValueError, RecursionError):
-        raise CertificateError(f"{where} is not JSON") from None
-    if not isinstance(entries, list):
-        raise CertificateError(f"{where} must pack a list of at most {MAX_NODE_QPB_TEXT >> 20} MB")
-    return entries
-
-
-def walk(space: TileSpace, tokens: np.ndarray, claimed: float, floors: dict | None = None) -> float:
+def walk(space: TileSpace, tokens: np.ndarray, claimed: float) -> float:
     """Re-derive the least leaf bound of a preorder tree, exactly where it is below `claimed`
     (a node whose row-minimum bound clears `claimed` is counted at `claimed`). A node's bound is the
-    largest of its own (Gilmore-Lawler, the projected eigenvalue bound where proven), its proven QPB
-    (`floors`: ((stage, slot), ...) -> bound) and its parent's: its plans are among its parent's.
+    larger of its own (Gilmore-Lawler, then its QPB where proven and still needed) and its
+    parent's: its plans are among its parent's.
     Raises CertificateError on a malformed tree. The tree is read first; then, depth by depth, the
     children of nodes with as many fixed stages and kids are bounded in batches."""
     n = space.n
-    floors = floors or {}
     position = 0
 
     def expand(stages):
@@ -471,19 +428,14 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float, floors: dict | No
                     np.array([node[2] for node in chunk]), np.array([node[3] for node in chunk]), cutoff=claimed)
                 raised = np.where(exact, bound, np.maximum(bound, claimed))
                 raised = np.maximum(raised, inherited[indices[start:start + 64]][:, None])
-                for b, node in enumerate(chunk if floors else []):
-                    for a, k in enumerate(node[3]):
-                        floor = floors.get(tuple(zip(node[0] + [node[2]], node[1] + [k])))
-                        if floor is not None:
-                            raised[b, a] = max(raised[b, a], floor)
-                if space.pb_valid and d + 1 < n:   # a kid below the claim may hold by PB
+                if space.qpb_valid and d + 1 < n:   # a kid below the claim may hold by QPB
                     shorts = [np.flatnonzero(row < claimed) for row in raised]
                     todo = [b for b, short in enumerate(shorts) if len(short)]
                     if todo:
-                        pbs = space.pb_children_batch([(chunk[b][0], chunk[b][1], chunk[b][2],
+                        qpbs = space.qpb_children_batch([(chunk[b][0], chunk[b][1], chunk[b][2],
                                                         np.asarray(chunk[b][3])[shorts[b]]) for b in todo])
-                        for b, pb in zip(todo, pbs):
-                            raised[b, shorts[b]] = np.maximum(raised[b, shorts[b]], pb)
+                        for b, qpb in zip(todo, qpbs):
+                            raised[b, shorts[b]] = np.maximum(raised[b, shorts[b]], qpb)
                 for b, node in enumerate(chunk):
                     below = np.asarray(node[4])
                     leaves = below < 0
@@ -491,12 +443,6 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float, floors: dict | No
                         least = min(least, float(raised[b][leaves].min()))
                     inherited[below[~leaves]] = raised[b][~leaves]
     return least
-
-
-def path_floor(floors: dict, stages: list[int], slots: list[int]) -> float:
-    """The largest proven QPB of the nodes on the path to (stages, slots), -inf without one."""
-    pairs = list(zip(stages, slots))
-    return max([floors.get(tuple(pairs[:d]), -math.inf) for d in range(1, len(pairs) + 1)], default=-math.inf)
 
 
 def root_bound(space: TileSpace) -> float:
@@ -517,12 +463,13 @@ def root_bound(space: TileSpace) -> float:
 
 def node_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
     """The bound of one node (its last fixed stage is the branch from its parent): Gilmore-Lawler,
-    or the projected eigenvalue bound where it is proven and higher."""
+    or its QPB where it is proven and higher."""
     if not stages:
         return root_bound(space)
     bound, _, _ = space.children(stages[:-1], slots[:-1], stages[-1], np.asarray(slots[-1:]))
-    if space.pb_valid and len(stages) < space.n:
-        return max(float(bound[0]), float(space.pb_children(stages[:-1], slots[:-1], stages[-1], slots[-1:])[0]))
+    if space.qpb_valid and len(stages) < space.n:
+        qpb = space.qpb_children_batch([(stages[:-1], slots[:-1], stages[-1], slots[-1:])])[0]
+        return max(float(bound[0]), float(qpb[0]))
     return float(bound[0])
 
 
@@ -555,9 +502,7 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
         claimed = entry.get("bound")
         if not isinstance(claimed, (int, float)) or isinstance(claimed, bool) or not math.isfinite(claimed):
             raise CertificateError(f"bnb-frontier tiles.{name}.bound must be a finite number")
-        where = f"bnb-frontier tiles.{name}.qpb"
-        floors = _node_floors(space, decode_entries(entry["qpb"], where) if "qpb" in entry else [], where)
-        least = walk(space, decode_tree(entry["tree"], space.n), float(claimed), floors)
+        least = walk(space, decode_tree(entry["tree"], space.n), float(claimed))
         if "root" in entry:     # a convex quadratic programming bound of the whole tile shape
             root = entry_value(space.C, space.D, entry["root"], True, f"bnb-frontier tiles.{name}.root")
             least = max(least, float(math.ceil(root)) if space.integral else float_down(root))
@@ -568,30 +513,12 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
                                    f"({proven!r})")
         for k, node in enumerate(entry.get("frontier") or []):
             stages, slots, value = _frontier_node(node, space, f"tiles.{name}.frontier[{k}]")
-            derived = max(path_bound(space, stages, slots), path_floor(floors, stages, slots))
+            derived = path_bound(space, stages, slots)
             if not at_most(value, derived):       # a node may be listed with a weaker bound than GL
                 raise CertificateError(f"bnb-frontier tiles.{name}.frontier[{k}] bound {value} re-derives "
                                        f"as {derived}")
         values.append(space.rounded(least))
     return min(values)
-
-
-def _node_floors(space: TileSpace, entries, where: str) -> dict:
-    """The proven QPB of each listed node (decode_entries), ((stage, slot), ...) -> bound (rounded
-    up: the data are integers), each re-derived from the instance (node_entry_value)."""
-    if not isinstance(entries, list) or len(entries) > MAX_NODE_QPB:
-        raise CertificateError(f"{where} must be a list of at most {MAX_NODE_QPB} [[[stage, slot], ...], entry]")
-    floors = {}
-    for k, item in enumerate(entries):
-        if not isinstance(item, list) or len(item) != 2:
-            raise CertificateError(f"{where}[{k}] must be [[[stage, slot], ...], entry]")
-        stages, slots, _ = _frontier_node([item[0], 0], space, f"{where}[{k}]")
-        if not stages:
-            raise CertificateError(f"{where}[{k}] fixes no stage (the root's QPB is `root`)")
-        value = node_entry_value(space.C, space.D, stages, slots, item[1], f"{where}[{k}]")
-        key = tuple(zip(stages, slots))
-        floors[key] = max(floors.get(key, -math.inf), float(math.ceil(value)))
-    return floors
 
 
 def _frontier_node(node, space: TileSpace, where: str) -> tuple[list[int], list[int], float]:

@@ -37,10 +37,10 @@ constant and the LAP are evaluated exactly (floats are integers over powers of t
 weak duality of float potentials. Every stored number is checked: the stored value of each tile
 must agree with the re-derived one.
 
-Branch-and-bound nodes use PB proven in floats instead (pb_node; nothing is stored, the checker
-recomputes it): proven radii of the eigenvalues (eigen_enclosure: Weyl's and Ostrowski's theorems
-on the float residuals) bound the minimal scalar product, and the assignment part is exact on
-integer costs.
+Branch-and-bound nodes use QPB proven in floats instead (qpb_nodes; nothing is stored, the checker
+re-runs the same Frank-Wolfe steps): the same inequality evaluated in midpoint-radius arithmetic,
+with mu bounded by how far the quadratic form is from its diagonal model in the computed
+eigenbases (_model_error).
 """
 
 from __future__ import annotations
@@ -53,13 +53,12 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from wafopt.core.errors import CertificateError
-from wafopt.core.numeric import MAX_EXACT, close
+from wafopt.core.numeric import close
 from wafopt.problems.placement.assignment import hungarian
 
 MAX_SLOTS = 64          # beyond this (the convexity check is an (m-1)^2 Cholesky) a tile keeps its GL bound
 THETA_INERT = 1e-6      # a theta entry whose step weight is below this share of the largest is inert
 POINT_DIGITS = 12       # significant digits of a stored Frank-Wolfe point
-NODE_POINT_DIGITS = 6   # ... of a branch-and-bound node's (its bound moves by about 1e-8 relative)
 UNIT = 2.0 ** -53       # unit roundoff of binary64
 
 
@@ -329,121 +328,6 @@ def pb_float(A: np.ndarray, B: np.ndarray, L: np.ndarray | None = None) -> float
     return float(alpha @ beta + cost[row, col].sum() - A.sum() * B.sum() / m ** 2)
 
 
-# --- PB of a branch-and-bound node, proven in floats ----------------------------------------------
-
-def eigen_enclosure(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The eigenvalues of symmetric matrices M (m x m, or a stack of them) held exactly in floats,
-    ascending, each with a proven radius: the k-th computed value lies within radius_k of the k-th
-    true one. From the computed U, L (numpy's eigh): Weyl's theorem bounds
-    |lambda_k(M) - lambda_k(U L U^T)| by ||M - U L U^T||_2, and Ostrowski's theorem puts
-    lambda_k(U L U^T) = theta_k L_k with |theta_k - 1| <= ||U^T U - I||_2; both norms are bounded
-    above by Frobenius norms of the float residuals plus their entrywise rounding bounds (Higham
-    2002, Sec. 3.5)."""
-    m = M.shape[-1]
-    values, U = np.linalg.eigh(M)
-    absU, Ut = np.abs(U), np.swapaxes(U, -1, -2)
-    scaled = U * values[..., None, :]
-    residual = norm_up(M - scaled @ Ut) + norm_up(
-        gamma(m + 2) * ((absU * np.abs(values)[..., None, :]) @ np.swapaxes(absU, -1, -2) + np.abs(M)))
-    gram = Ut @ U - np.eye(m)
-    drift = norm_up(gram) + norm_up(gamma(m + 2) * (np.swapaxes(absU, -1, -2) @ absU + 1.0))
-    return values, (residual[..., None] + drift[..., None] * np.abs(values)) * (1 + 1e-9)
-
-
-def norm_up(M: np.ndarray):
-    """An upper bound of the Frobenius norm of M (of each matrix of a stack) computed in floats."""
-    return np.sqrt(np.square(M).sum(axis=(-2, -1))) * (1 + gamma(M.shape[-1] * M.shape[-2] + 2)) + 1e-300
-
-
-def _without_zero(values: np.ndarray, radius: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The spectrum of Q M Q is that of the projected matrix plus an exact 0 (eigenvector e): for
-    enclosures (k x m) the rows with one entry removed, one for each entry that may be that 0, and
-    the matrix each row comes from."""
-    owner, drop = np.nonzero(np.abs(values) <= radius)
-    keep = np.ones((len(owner), values.shape[1]), dtype=bool)
-    keep[np.arange(len(owner)), drop] = False
-    shape = (len(owner), values.shape[1] - 1)
-    return values[owner][keep].reshape(shape), radius[owner][keep].reshape(shape), owner
-
-
-def _least_scalar_products(a: np.ndarray, ra: np.ndarray, b: np.ndarray, rb: np.ndarray,
-                           owner: np.ndarray, count: int) -> np.ndarray:
-    """Lower bounds of min over orthogonal Y of <diag(alpha), Y diag(beta) Y^T> = sum of alpha
-    ascending times beta descending, for every alpha_k within ra_k of a_k and beta_k within rb_k
-    of b_k (rows of candidates, each ascending), less the float error of the sum: for each of
-    `count` matrices the least over the rows of a and its own rows of b (`owner`)."""
-    a, ra = a[:, None, :], ra[:, None, :]
-    b, rb = b[None, :, ::-1], rb[None, :, ::-1]
-    corners = np.stack([(a - ra) * (b - rb), (a - ra) * (b + rb), (a + ra) * (b - rb), (a + ra) * (b + rb)])
-    sums = corners.min(axis=0).sum(axis=2) - gamma(a.shape[2] + 2) * np.abs(corners).max(axis=0).sum(axis=2)
-    out = np.full(count, np.inf)
-    np.minimum.at(out, owner, sums.min(axis=0))
-    out[np.isinf(out)] = -np.inf    # no entry may be the 0 (cannot happen): no bound
-    return out
-
-
-def _assignment_lower_int(cost: np.ndarray) -> np.ndarray:
-    """min over permutations of <cost_k, X> for integer costs (k x m x m, exact in floats):
-    scipy's assignments, their column potentials v by Bellman-Ford on the reduced costs, and the
-    Lagrangian value sum_i min_j (cost_ij - v_j) + sum_j v_j, a lower bound for any v (exact here)."""
-    k, m, _ = cost.shape
-    cols = np.array([linear_sum_assignment(c)[1] for c in cost])
-    on = np.take_along_axis(cost, cols[:, :, None], axis=2)          # cost of each row's own column
-    step = cost - on                                                  # arc from column cols[i] to column j
-    v = np.zeros((k, m))
-    for _ in range(m):
-        better = np.minimum(v, (np.take_along_axis(v, cols, axis=1)[:, :, None] + step).min(axis=1))
-        if np.array_equal(better, v):
-            break
-        v = better
-    return (cost - v[:, None, :]).min(axis=2).sum(axis=1) + v.sum(axis=1)
-
-
-def distance_enclosures(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """eigen_enclosure of N B N (N = mI - ee^T) for a stack of B: what pb_node needs of each B."""
-    m = B.shape[-1]
-    N = m * np.eye(m) - 1.0
-    return eigen_enclosure(N @ B @ N)
-
-
-def pb_node(A: np.ndarray, B: np.ndarray, L: np.ndarray, which: np.ndarray | None = None,
-            enclosures: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """Proven lower bounds of min t(X) = tr(A X B X^T) + <L, X> over permutations (PB, module doc),
-    one per (B, L) of a stack (k x m x m) with A[which] (A: m x m shared, or a stack g x m x m and
-    `which` the index of each child's), for integer A, B (symmetric), L whose products below stay
-    under 2^53 (pb_node_exact_sizes): with As = A + A^T and N = mI - ee^T, the integer matrices
-    N As N and N B N have the spectra of the projected matrices times 2m^2 and m^2 plus an exact 0;
-    their enclosures (eigen_enclosure) bound the least scalar product, and the assignment part is
-    exact on m L + (As e)(B e)^T. `enclosures`: distance_enclosures(B), if known."""
-    A = A[None] if A.ndim == 2 else A
-    which = np.zeros(len(B), dtype=int) if which is None else np.asarray(which, dtype=int)
-    m = A.shape[1]
-    if m < 2:
-        return L[:, 0, 0].astype(float) if m == 1 else np.zeros(len(L))
-    N = m * np.eye(m) - 1.0
-    As = A + np.swapaxes(A, 1, 2)
-    a, ra, a_owner = _without_zero(*eigen_enclosure(N @ As @ N))
-    b, rb, b_owner = _without_zero(*(distance_enclosures(B) if enclosures is None else enclosures))
-    product = np.full(len(B), -np.inf)
-    for g in np.unique(which):     # each A with the children that share it
-        mine = np.flatnonzero(which == g)
-        rows = np.isin(b_owner, mine)
-        local = np.searchsorted(mine, b_owner[rows])
-        product[mine] = _least_scalar_products(a[a_owner == g], ra[a_owner == g], b[rows], rb[rows], local, len(mine))
-    assign = _assignment_lower_int(m * L + As.sum(axis=2)[which][:, :, None] * B.sum(axis=2)[:, None, :])
-    constant = A.sum(axis=(1, 2))[which] * B.sum(axis=(1, 2))
-    scale = 2.0 * m ** 4
-    value = product / scale + assign / m - constant / m ** 2
-    return value - 8 * UNIT * (np.abs(product) / scale + np.abs(assign) / m + np.abs(constant) / m ** 2) - 1e-300
-
-
-def pb_node_exact_sizes(A: np.ndarray, B: np.ndarray, L: np.ndarray) -> bool:
-    """Whether pb_node's integer matrices stay exact in floats (every entry and row sum < 2^53)."""
-    m = A.shape[0]
-    top = max(1.0, float(np.abs(A).max(initial=0))) * 2 * max(1.0, float(np.abs(B).max(initial=0))) * (2 * m) ** 4
-    return top < MAX_EXACT and float(np.abs(L).max(initial=0)) * m * m + top < MAX_EXACT
-
-
 def tile_matrices(C: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(A, B) of one tile shape: C padded with dummy stages to the m slots, and D."""
     if not np.array_equal(D, D.T):
@@ -451,20 +335,14 @@ def tile_matrices(C: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return padded(C, D.shape[0]), D
 
 
-def node_problem(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[int]):
-    """The trace-form problem of the assignments below a branch-and-bound node that puts
-    stages[i] in slots[i]: (A', B', L', K) with t(X) = t'(X') + K for every completion, where A'
-    is A on the free and dummy stages, B' is B on the free slots, L' the cost of talking to the
-    fixed stages, L'[i, k] = sum_j (A[i, j] + A[j, i]) B[k, slots_j], and K the fixed stages'
-    own trace cost. With integer C and D (below 2^53 in every sum) every number is exact."""
-    A, _, B, L, K = nodes_problems(C, D, np.array([stages], dtype=int), np.array([slots], dtype=int))
-    return A[0], B[0], L[0], float(K[0])
-
-
 def nodes_problems(C: np.ndarray, D: np.ndarray, fixed: np.ndarray, places: np.ndarray):
-    """node_problem of S nodes at once, node s putting stages fixed[s] in slots places[s] (S x d):
-    the distinct A' (one per set of fixed stages, G x r x r), the index of each node's (S,), and
-    B', L', K stacked per node."""
+    """The trace-form problems of the assignments below S branch-and-bound nodes, node s putting
+    stages fixed[s] in slots places[s] (S x d): t(X) = t'(X') + K for every completion, where A'
+    is A on the free and dummy stages, B' is B on the free slots, L' the cost of talking to the
+    fixed stages, L'[i, k] = sum_j (A[i, j] + A[j, i]) B[k, slot_j], and K the fixed stages' own
+    trace cost. Returns the distinct A' (one per set of fixed stages, G x r x r), the index of
+    each node's (S,), and B', L', K stacked per node. With integer C and D (below 2^53 in every
+    sum) every number is exact."""
     A, B = tile_matrices(C, D)
     m = B.shape[0]
     S = len(fixed)
@@ -481,17 +359,6 @@ def nodes_problems(C: np.ndarray, D: np.ndarray, fixed: np.ndarray, places: np.n
     L = talk @ B[places[:, :, None], free[:, None, :]]
     K = (A[fixed[:, :, None], fixed[:, None, :]] * B[places[:, :, None], places[:, None, :]]).sum(axis=(1, 2))
     return A[set_rows[:, :, None], set_rows[:, None, :]], which, B[free[:, :, None], free[:, None, :]], L, K
-
-
-def node_entry_value(C: np.ndarray, D: np.ndarray, stages: list[int], slots: list[int], entry,
-                     where: str) -> Fraction:
-    """The bound (base objective) a node's QPB entry {value, theta, point} (or PB: {value}) proves
-    for every assignment below the node, re-derived (integer data only: L' and K are then exact);
-    the stored `value` must agree."""
-    if not (np.all(C == np.round(C)) and np.all(D == np.round(D))
-            and 2 * np.abs(C).sum() * max(1.0, float(np.abs(D).max())) < MAX_EXACT):
-        raise CertificateError(f"{where}: a node's QPB is checked for integer flows and distances only")
-    return _entry_bound(*node_problem(C, D, stages, slots), entry, True, where)
 
 
 def _entry_bound(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, K: float, entry, quadratic: bool,
@@ -543,3 +410,248 @@ def entry_value(C: np.ndarray, D: np.ndarray, entry, quadratic: bool, where: str
     `value` must agree. PB: {value}; QPB: {value, theta, point} or {value} (then PB)."""
     A, B = tile_matrices(C, D)
     return _entry_bound(A, B, None, 0.0, entry, quadratic, where)
+
+
+# --- QPB of branch-and-bound nodes, proven in floats ----------------------------------------------
+#
+# A node's QPB is Frank-Wolfe's best point after NODE_FW_STEPS steps from P (node_points, the same
+# deterministic steps in the search and in the checker), and the module doc's inequality at that
+# point evaluated in midpoint-radius arithmetic (qpb_nodes): every float result carries a proven
+# radius (Higham 2002, Sec. 3.5: |fl(a b) - a b| <= gamma_k |a||b| for products of length k).
+# mu is proven without a Cholesky factorization: in the computed eigenbases the quadratic form is
+# congruent to the diagonal alpha_i beta_j - s_i - t_j >= 0 (model_error bounds how far the true
+# form is from that model).
+
+NODE_FW_STEPS = 20     # Frank-Wolfe steps of a node's QPB (nug20: 20 steps give 120 of the 138 that 500 give)
+TINY = 1e-300          # against underflow in the radii
+
+
+def norm_up(M: np.ndarray):
+    """An upper bound of the Frobenius norm of M (of each matrix of a stack) computed in floats."""
+    return np.sqrt(np.square(M).sum(axis=(-2, -1))) * (1 + gamma(M.shape[-1] * M.shape[-2] + 2)) + 1e-300
+
+
+def _r(radius, like):
+    return np.zeros_like(like) if radius is None else radius
+
+
+def _ball_matmul(a, ra, b, rb):
+    """The product of two matrix balls (value, radius or None for exact), stacked."""
+    k = a.shape[-1]
+    value = a @ b
+    absa, absb = np.abs(a), np.abs(b)
+    radius = gamma(k) * (absa @ absb)
+    if ra is not None:
+        radius = radius + ra @ (absb + _r(rb, b))
+    if rb is not None:
+        radius = radius + absa @ rb
+    return value, radius * (1 + 2 * gamma(k + 2)) + TINY
+
+
+def _ball_add(a, ra, b, rb, sign: float = 1.0):
+    value = a + sign * b
+    radius = _r(ra, value) + _r(rb, value) + UNIT * np.abs(value)
+    return value, radius * (1 + 2 * gamma(3)) + TINY
+
+
+def _ball_inner(a, ra, b, rb):
+    """<a, b> over the last two axes of two matrix balls."""
+    n = a.shape[-1] * a.shape[-2]
+    absa, absb = np.abs(a), np.abs(b)
+    value = (a * b).sum(axis=(-2, -1))
+    radius = gamma(n + 1) * (absa * absb).sum(axis=(-2, -1)) + (ra * (absb + rb) + absa * rb).sum(axis=(-2, -1))
+    return value, radius * (1 + 2 * gamma(n + 2)) + TINY
+
+
+def _ball_norm(value, radius) -> np.ndarray:
+    """An upper bound of the Frobenius norm of every matrix in the ball."""
+    return norm_up(np.abs(value) + radius) * (1 + 4 * UNIT)
+
+
+@dataclass
+class NodeSpectra:
+    """Eigen-data of node problems (stacked, floats, not proven: qpb_nodes proves what comes out):
+    the projected A's and B's eigenvalues (alpha ascending, beta descending) with eigenvectors in
+    R^m (WA, WB), the scalar product's dual (s, t; theta all ones) and S, T."""
+
+    alpha: np.ndarray
+    beta: np.ndarray
+    WA: np.ndarray
+    WB: np.ndarray
+    s: np.ndarray
+    t: np.ndarray
+    S: np.ndarray
+    T: np.ndarray
+
+
+def node_spectra(A: np.ndarray, B: np.ndarray) -> NodeSpectra:
+    """NodeSpectra of stacks A (symmetric), B (k x m x m)."""
+    m = A.shape[-1]
+    V = projection_basis(m)
+    alpha, UA = np.linalg.eigh(V.T @ A @ V)
+    beta, UB = np.linalg.eigh(V.T @ B @ V)
+    beta, UB = beta[..., ::-1], UB[..., ::-1]
+    WA, WB = V @ UA, V @ UB
+    step = beta[..., 1:] * np.diff(alpha, axis=-1)          # scalar_product_duals with theta = 1
+    s = np.concatenate([np.zeros(alpha.shape[:-1] + (1,)), np.cumsum(step, axis=-1)], axis=-1)
+    c = alpha[..., :, None] * beta[..., None, :]
+    t = np.minimum(np.diagonal(c, axis1=-2, axis2=-1) - s, (c - s[..., :, None]).min(axis=-2))
+    S = (WA * s[..., None, :]) @ np.swapaxes(WA, -1, -2)
+    T = (WB * t[..., None, :]) @ np.swapaxes(WB, -1, -2)
+    return NodeSpectra(alpha, beta, WA, WB, s, t, (S + np.swapaxes(S, -1, -2)) / 2, (T + np.swapaxes(T, -1, -2)) / 2)
+
+
+def node_points(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra,
+                steps: int = NODE_FW_STEPS) -> np.ndarray:
+    """Frank-Wolfe on the convex relaxation of each node problem (stacks A symmetric, B, L), from P
+    for `steps` steps (exact line search; a node stops where its slope is no longer negative): the
+    iterate with the best Frank-Wolfe lower bound in floats, P where none beats it."""
+    k, m = B.shape[0], B.shape[-1]
+    S, T = spec.S, spec.T
+    linear = (2.0 / m) * A.sum(axis=-1)[:, :, None] * B.sum(axis=-1)[:, None, :] + L
+    X = np.full((k, m, m), 1.0 / m)
+    WP = A @ X @ B - S @ X - X @ T        # W(X) = AXB - SX - XT; h's gradient is 2 W(X - P)
+    WX = WP.copy()
+    h = np.zeros(k)
+    best, best_X = np.full(k, -np.inf), X.copy()
+    going = np.ones(k, dtype=bool)
+    node, rows = np.arange(k)[:, None], np.arange(m)[None, :]
+    cols = np.tile(np.arange(m), (k, 1))
+    for _ in range(steps):
+        if not going.any():
+            break
+        W = WX - WP
+        grad = 2 * W + linear
+        for i in np.flatnonzero(going):      # a stopped node keeps its vertex (its step is 0)
+            cols[i] = linear_sum_assignment(grad[i])[1]
+        inverse = np.argsort(cols, axis=1)
+        slope_to = grad[node, rows, cols].sum(axis=1)
+        at_X = (grad * X).sum(axis=(1, 2))
+        lower = h + (linear * X).sum(axis=(1, 2)) + slope_to - at_X    # less the constant
+        better = going & (lower > best)
+        best[better] = lower[better]
+        best_X[better] = X[better]
+        W_vertex = A @ B[node, cols] - S[node[:, :, None], rows[:, :, None], inverse[:, None, :]] - T[node, cols]
+        d = -X
+        d[node, rows, cols] += 1.0
+        Wd = W_vertex - WX
+        curvature = (d * Wd).sum(axis=(1, 2))
+        slope = slope_to - at_X
+        going &= slope < 0
+        step = np.where(curvature <= 0, 1.0, np.minimum(1.0, -slope / (2 * np.maximum(curvature, 1e-300))))
+        step = np.where(going, step, 0.0)
+        h += step * 2 * (W * d).sum(axis=(1, 2)) + step ** 2 * curvature
+        X = X + step[:, None, None] * d
+        WX = WX + step[:, None, None] * Wd
+    return best_X
+
+
+def _model_error(A, B, spec: NodeSpectra, N: np.ndarray) -> np.ndarray:
+    """mu (module comment above): an upper bound of ||H - H~||_2 plus what a negative model entry
+    can take, for each node. H = B_Q (x) A_Q - Q (x) S_Q - T_Q (x) Q is h's form on {QZQ}
+    (M_Q = QMQ), H~ = the same with A_Q, B_Q, S_Q, T_Q, Q replaced by WA alpha WA^T, WB beta WB^T,
+    WA s WA^T, WB t WB^T and WA WA^T or WB WB^T; H~ = (WB (x) WA) diag(alpha_i beta_j - s_i - t_j)
+    (WB (x) WA)^T. Kronecker differences by ||X (x) Y - X' (x) Y'||_F <= ||X - X'|| ||Y|| + ||X'|| ||Y - Y'||."""
+    m = A.shape[-1]
+    m2 = float(m * m)
+
+    def projected(M):          # N M N = m^2 M_Q
+        return _ball_matmul(*_ball_matmul(N, None, M, None), N, None)
+
+    def model(W, w):           # m^2 W diag(w) W^T
+        return _ball_matmul(W * w[..., None, :], UNIT * np.abs(W * w[..., None, :]), np.swapaxes(W, -1, -2), None)
+
+    def gap(M, W, w):          # (||M_Q||, ||M_Q - W w W^T||), both upper bounds
+        PM = projected(M)
+        Mw, rw = model(W, w)
+        diff = _ball_add(*PM, Mw * m2, rw * m2 * (1 + 2 * UNIT) + UNIT * np.abs(Mw * m2), -1.0)
+        return _ball_norm(*PM) / m2 * (1 + 2 * UNIT), _ball_norm(*diff) / m2 * (1 + 2 * UNIT)
+
+    def basis_gap(W):          # ||Q - W W^T|| = ||N - m W W^T|| / m
+        WW, rWW = _ball_matmul(W, None, np.swapaxes(W, -1, -2), None)
+        diff = _ball_add(N, None, WW * m, rWW * m * (1 + 2 * UNIT) + UNIT * np.abs(WW * m), -1.0)
+        return _ball_norm(*diff) / m * (1 + 2 * UNIT)
+
+    nA, dA = gap(A, spec.WA, spec.alpha)
+    nB, dB = gap(B, spec.WB, spec.beta)
+    nS, dS = gap(spec.S, spec.WA, spec.s)
+    nT, dT = gap(spec.T, spec.WB, spec.t)
+    uA, uB = basis_gap(spec.WA), basis_gap(spec.WB)
+    nQ = math.sqrt(m - 1) * (1 + 2 * UNIT)
+    c = spec.alpha[..., :, None] * spec.beta[..., None, :]
+    D = c - spec.s[..., :, None] - spec.t[..., None, :]
+    err = gamma(3) * (np.abs(c) + np.abs(spec.s)[..., :, None] + np.abs(spec.t)[..., None, :])
+    negative = np.maximum(0.0, (err - D).max(axis=(-2, -1)))
+    scale = np.square(norm_up(spec.WA)) * np.square(norm_up(spec.WB))
+    mu = (dB * nA + (nB + dB) * dA + uB * nS + (nQ + uB) * dS + dT * nQ + (nT + dT) * uA + negative * scale)
+    return mu * (1 + 1e-12) + TINY
+
+
+def _assignment_lower_float(low: np.ndarray) -> np.ndarray:
+    """A proven lower bound of min over permutations of <M, X> for every M >= low (entrywise; a
+    stack k x m x m): the Lagrangian value sum_i min_j (low_ij - v_j) + sum_j v_j, valid for any v,
+    with v the column potentials of scipy's assignment (Bellman-Ford on its reduced costs), less
+    the float error of the sum."""
+    k, m, _ = low.shape
+    cols = np.array([linear_sum_assignment(c)[1] for c in low])
+    step = low - np.take_along_axis(low, cols[:, :, None], axis=2)
+    v = np.zeros((k, m))
+    for _ in range(m):
+        better = np.minimum(v, (np.take_along_axis(v, cols, axis=1)[:, :, None] + step).min(axis=1))
+        if np.array_equal(better, v):
+            break
+        v = better
+    mins = (low - v[:, None, :]).min(axis=2)
+    value = mins.sum(axis=1) + v.sum(axis=1)
+    return value - gamma(2 * m + 2) * (np.abs(mins).sum(axis=1) + np.abs(v).sum(axis=1)) - TINY
+
+
+def qpb_nodes(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra, X: np.ndarray) -> np.ndarray:
+    """Proven lower bounds of min t(X) over permutations for stacks of node problems (A symmetric,
+    B, L; k x m x m), by the module doc's inequality at the points X, evaluated in midpoint-radius
+    arithmetic with mu from _model_error. Every matrix is a float matrix taken as exact; the
+    bound is valid for any S, T, X (the FW point only makes it strong)."""
+    k, m = B.shape[0], B.shape[-1]
+    if m < 2:
+        return L[:, 0, 0].astype(float) if m == 1 else np.zeros(k)
+    N = m * np.eye(m) - 1.0
+    m2, m4 = float(m * m), float(m) ** 4
+    mu = _model_error(A, B, spec, N)
+    # Z' = N X N = m^2 Z0;  W' = A Z' B - S Z' - Z' T = m^2 W(Z0)
+    Z = _ball_matmul(*_ball_matmul(N, None, X, None), N, None)
+    AZB = _ball_matmul(*_ball_matmul(A, None, *Z), B, None)
+    SZ = _ball_matmul(spec.S, None, *Z)
+    ZT = _ball_matmul(*Z, spec.T, None)
+    W = _ball_add(*_ball_add(*AZB, *SZ, -1.0), *ZT, -1.0)
+    h4, rh4 = _ball_inner(*Z, *W)                 # m^4 h(Z0)
+    n4, rn4 = _ball_inner(*Z, *Z)                 # m^4 ||Z0||^2
+    # m^4 gradient part: N (2 W' + 2 mu Z') N, plus m^3 (m L + 2 r s^T)
+    inner = _ball_add(2 * W[0], 2 * W[1], *_ball_matmul(*Z, 2 * mu[:, None, None] * np.eye(m), None))
+    grad = _ball_matmul(*_ball_matmul(N, None, *inner), N, None)
+    r, s = A.sum(axis=-1), B.sum(axis=-1)          # exact (integers, or halves of integers)
+    linear = m ** 3 * (m * L + 2 * r[:, :, None] * s[:, None, :])
+    G, rG = _ball_add(*grad, linear, UNIT * np.abs(linear))
+    low = G - rG
+    low = low - (2 * UNIT * np.abs(low) + TINY)
+    lap4 = _assignment_lower_float(low)
+    trace_S = np.trace(spec.S, axis1=-2, axis2=-1) - spec.S.sum(axis=(-2, -1)) / m
+    trace_T = np.trace(spec.T, axis1=-2, axis2=-1) - spec.T.sum(axis=(-2, -1)) / m
+    flows = A.sum(axis=(-2, -1)) * B.sum(axis=(-2, -1)) / m2
+    constant = trace_S + trace_T - flows
+    r_constant = gamma(m * m + 4) * (np.abs(spec.S).sum(axis=(-2, -1)) * 2 + np.abs(spec.T).sum(axis=(-2, -1)) * 2
+                                     + np.abs(flows))
+    terms = [constant, -mu * (m - 1), -h4 / m4, -mu * n4 / m4, lap4 / m4]
+    radii = [r_constant, mu * (m - 1) * 1e-12, rh4 / m4 * (1 + 1e-12), mu * rn4 / m4 * (1 + 1e-12)]
+    total = sum(terms)
+    error = sum(radii) + gamma(16) * sum(np.abs(t) for t in terms)
+    return total - error - TINY
+
+
+def node_qpbs(A: np.ndarray, B: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """Each node problem's QPB (stacks A symmetric, B, L): Frank-Wolfe's point (node_points), proven
+    there (qpb_nodes); a problem of one slot is its linear cost."""
+    m = B.shape[-1]
+    if m < 2:
+        return L[:, 0, 0].astype(float) if m == 1 else np.zeros(len(B))
+    spec = node_spectra(A, B)
+    return qpb_nodes(A, B, L, spec, node_points(A, B, L, spec))
