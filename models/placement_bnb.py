@@ -24,7 +24,7 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
 - A child's bound is at least its parent's. A child whose bound cannot beat the incumbent is
   pruned (with integer data: cannot reach incumbent - 1).
 - Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.qpb_pays): nodes with at least
-  three free stages also get their convex quadratic programming bound (QPB after NODE_FW_STEPS
+  three free stages also get their convex quadratic programming bound (QPB after node_fw_steps
   Frank-Wolfe steps, proven in floats by TileSpace.qpb_children_batch) when they are popped
   (`settle`, a batch of one depth at a time): most kept children are never popped, and the
   Gilmore-Lawler bound each child gets at once keeps the weak ones from being popped. QPB stays
@@ -283,8 +283,6 @@ class BranchAndBound:
         self.qpb_depth = 0                  # children down to this depth get their QPB when popped
         self.qpb_counts: dict = {}          # depth -> [QPBs computed, clearly above the bound without it, pruned by it]
         self.qpb_off: frozenset = frozenset()  # depths where QPB did not pay in an earlier wave
-        self.pool = None                    # the run's worker pool (wave_pool), if any
-        self.tile = 0                       # the index of the tile shape searched (in _SPACES)
         self.started = time.monotonic()
         self._last_progress = 0.0
 
@@ -333,7 +331,7 @@ class BranchAndBound:
         tree = TileSearch(space)
         tree.stages.append(())
         tree.slots.append(())
-        self.waves_run, self.tile, self.pool = 0, index, pool
+        self.waves_run = 0
         self.qpb_depth, self.qpb_counts = node_qpb_depth(space), {}
         if closed:
             tree.closed_least = root_bound(space)
@@ -776,8 +774,8 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
 
 
 def bnb(inst: PlacementInstance, options: SolveOptions, waves_in_process: bool = False) -> MethodResult:
-    """Branch and bound over stage-to-slot assignments with Gilmore-Lawler and projected eigenvalue
-    bounds (see module doc).
+    """Branch and bound over stage-to-slot assignments with Gilmore-Lawler and convex quadratic
+    programming bounds (see module doc).
     With `options.workers` > 1 the search runs in waves on a process pool; `waves_in_process` runs
     the same waves here, one group after another (the same answer)."""
     search = BranchAndBound(inst, options)
@@ -809,5 +807,5 @@ def bnb(inst: PlacementInstance, options: SolveOptions, waves_in_process: bool =
     certificate = Bound(bound, CERTIFICATE, "bnb-frontier", {"tiles": tiles}) if bound is not None else None
     options.incumbent(search.best.plan, certificate)
     return MethodResult(search.best.plan, status, certificate,
-                        "wafopt bnb (Gilmore-Lawler and projected eigenvalue bounds, scipy LAP)",
+                        "wafopt bnb (Gilmore-Lawler and convex quadratic programming bounds, scipy LAP)",
                         stats={"layouts": stats, "time_s": round(time.monotonic() - search.started, 3)})

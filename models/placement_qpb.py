@@ -35,6 +35,7 @@ from wafopt.problems.placement.projected import (
     spectral,
     tile_matrices,
 )
+from wafopt.problems.placement.projected import frank_wolfe as projected_frank_wolfe
 
 QPB_STEPS = 3000          # Frank-Wolfe steps per tile shape without a time limit
 THETA_STEPS = 400         # Frank-Wolfe steps between two choices of theta
@@ -46,45 +47,13 @@ def frank_wolfe(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, spec: Spectr
                 deadline: float | None = None, stopped=lambda: False, start: np.ndarray | None = None
                 ) -> tuple[float, np.ndarray | None, np.ndarray, dict]:
     """(best Frank-Wolfe lower bound of min t(X) in floats, the point that gave it (None: the
-    start P, where the bound is PB), the last iterate, statistics)."""
-    m = A.shape[0]
-    S, T = spec.S, spec.T
-    linear = (2.0 / m) * np.outer(A.sum(axis=1), B.sum(axis=1)) + (0.0 if L is None else L)
-    constant = (np.trace(S) - S.sum() / m + np.trace(T) - T.sum() / m - A.sum() * B.sum() / m ** 2)
-    X = np.full((m, m), 1.0 / m)
-    WP = (A @ X @ B - S @ X - X @ T)            # W(X) = AXB - SX - XT; h's gradient is 2 W(X - P)
-    if start is not None:
-        X = start.copy()
-    WX = A @ X @ B - S @ X - X @ T
-    h = float(((X - 1.0 / m) * (WX - WP)).sum())
-    best, best_X, step = -math.inf, None, 0
-    for step in range(steps):
-        if stopped() or (deadline is not None and step % 16 == 0 and time.monotonic() >= deadline):
-            break
-        W = WX - WP
-        grad = 2 * W + linear
-        _, col = linear_sum_assignment(grad)
-        inverse = np.argsort(col)
-        value = h + float((linear * X).sum()) + constant
-        slope_to = float(grad[np.arange(m), col].sum())
-        lower = value + slope_to - float((grad * X).sum())
-        if lower > best:
-            best, best_X = lower, (None if step == 0 and start is None else X.copy())
-        W_vertex = A @ B[col] - S[:, inverse] - T[col]
-        d = -X
-        d[np.arange(m), col] += 1.0
-        Wd = W_vertex - WX
-        curvature = float((d * Wd).sum())
-        slope = slope_to - float((grad * X).sum())
-        if slope >= 0:
-            break
-        gamma = 1.0 if curvature <= 0 else min(1.0, -slope / (2 * curvature))
-        h += gamma * 2 * float((W * d).sum()) + gamma ** 2 * curvature
-        X += gamma * d
-        WX += gamma * Wd
-        if step % 64 == 63:     # against drift
-            h = float(((X - 1.0 / m) * (WX - WP)).sum())
-    return best, best_X, X, {"steps": step + 1}
+    start P, where the bound is PB), the last iterate, statistics): projected.frank_wolfe on one
+    problem."""
+    best, best_X, best_step, X, steps_run = projected_frank_wolfe(
+        A[None], B[None], None if L is None else L[None], spec.S[None], spec.T[None], steps,
+        None if start is None else start[None], deadline, stopped)
+    point = None if best_step[0] == 0 and start is None else best_X[0]
+    return float(best[0]), point, X[0], {"steps": steps_run}
 
 
 def qpb_search(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, spec: Spectral, steps: int,

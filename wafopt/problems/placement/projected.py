@@ -46,6 +46,7 @@ eigenbases (_model_error).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -414,7 +415,7 @@ def entry_value(C: np.ndarray, D: np.ndarray, entry, quadratic: bool, where: str
 
 # --- QPB of branch-and-bound nodes, proven in floats ----------------------------------------------
 #
-# A node's QPB is Frank-Wolfe's best point after NODE_FW_STEPS steps from P (node_points, the same
+# A node's QPB is Frank-Wolfe's best point after node_fw_steps steps from P (node_points, the same
 # deterministic steps in the search and in the checker), and the module doc's inequality at that
 # point evaluated in midpoint-radius arithmetic (qpb_nodes): every float result carries a proven
 # radius (Higham 2002, Sec. 3.5: |fl(a b) - a b| <= gamma_k |a||b| for products of length k).
@@ -423,6 +424,8 @@ def entry_value(C: np.ndarray, D: np.ndarray, entry, quadratic: bool, where: str
 # form is from that model).
 
 NODE_FW_STEPS = 20     # Frank-Wolfe steps of a node's QPB (nug20: 20 steps give 120 of the 138 that 500 give)
+SHALLOW_FW_STEPS = 200  # ... of a node with at most SHALLOW_DEPTH fixed stages (node_fw_steps)
+SHALLOW_DEPTH = 3
 TINY = 1e-300          # against underflow in the radii
 
 
@@ -501,36 +504,44 @@ def node_spectra(A: np.ndarray, B: np.ndarray) -> NodeSpectra:
     return NodeSpectra(alpha, beta, WA, WB, s, t, (S + np.swapaxes(S, -1, -2)) / 2, (T + np.swapaxes(T, -1, -2)) / 2)
 
 
-def node_points(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra,
-                steps: int = NODE_FW_STEPS) -> np.ndarray:
-    """Frank-Wolfe on the convex relaxation of each node problem (stacks A symmetric, B, L), from P
-    for `steps` steps (exact line search; a node stops where its slope is no longer negative): the
-    iterate with the best Frank-Wolfe lower bound in floats, P where none beats it."""
+def frank_wolfe(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, S: np.ndarray, T: np.ndarray, steps: int,
+                start: np.ndarray | None = None, deadline: float | None = None, stopped=lambda: False):
+    """Frank-Wolfe on the convex relaxation min h(X - P) + <L + (2/m) r s^T, X> + constant over the
+    doubly stochastic X, for a stack of problems (k x m x m; A symmetric), from P or `start`: each
+    step solves one assignment problem on the gradient (its vertex), steps to it by the exact line
+    search of a quadratic, and evaluates the Frank-Wolfe lower bound
+    f(X) + min_vertex <grad f(X), vertex - X>, valid at every X by convexity; a problem stops where
+    its slope is no longer negative, all of them at `steps`, `deadline` or `stopped()`.
+    Returns (each problem's best lower bound in floats, the iterate that gave it, the step that
+    gave it, the last iterates, the steps run)."""
     k, m = B.shape[0], B.shape[-1]
-    S, T = spec.S, spec.T
+    L = np.zeros((k, m, m)) if L is None else L
     linear = (2.0 / m) * A.sum(axis=-1)[:, :, None] * B.sum(axis=-1)[:, None, :] + L
-    X = np.full((k, m, m), 1.0 / m)
-    WP = A @ X @ B - S @ X - X @ T        # W(X) = AXB - SX - XT; h's gradient is 2 W(X - P)
-    WX = WP.copy()
-    h = np.zeros(k)
-    best, best_X = np.full(k, -np.inf), X.copy()
+    constant = (np.trace(S, axis1=1, axis2=2) - S.sum(axis=(1, 2)) / m + np.trace(T, axis1=1, axis2=2)
+                - T.sum(axis=(1, 2)) / m - A.sum(axis=(1, 2)) * B.sum(axis=(1, 2)) / m ** 2)
+    P = np.full((k, m, m), 1.0 / m)
+    WP = A @ P @ B - S @ P - P @ T          # W(X) = AXB - SX - XT; h's gradient is 2 W(X - P)
+    X = P.copy() if start is None else start.copy()
+    WX = A @ X @ B - S @ X - X @ T
+    h = ((X - 1.0 / m) * (WX - WP)).sum(axis=(1, 2))
+    best, best_X, best_step = np.full(k, -np.inf), X.copy(), np.zeros(k, dtype=int)
     going = np.ones(k, dtype=bool)
     node, rows = np.arange(k)[:, None], np.arange(m)[None, :]
     cols = np.tile(np.arange(m), (k, 1))
-    for _ in range(steps):
-        if not going.any():
+    step = 0
+    for step in range(steps):
+        if not going.any() or stopped() or (deadline is not None and step % 16 == 0 and time.monotonic() >= deadline):
             break
         W = WX - WP
         grad = 2 * W + linear
-        for i in np.flatnonzero(going):      # a stopped node keeps its vertex (its step is 0)
+        for i in np.flatnonzero(going):      # a stopped problem keeps its vertex (its step is 0)
             cols[i] = linear_sum_assignment(grad[i])[1]
         inverse = np.argsort(cols, axis=1)
         slope_to = grad[node, rows, cols].sum(axis=1)
         at_X = (grad * X).sum(axis=(1, 2))
-        lower = h + (linear * X).sum(axis=(1, 2)) + slope_to - at_X    # less the constant
+        lower = h + (linear * X).sum(axis=(1, 2)) + constant + slope_to - at_X
         better = going & (lower > best)
-        best[better] = lower[better]
-        best_X[better] = X[better]
+        best[better], best_X[better], best_step[better] = lower[better], X[better], step
         W_vertex = A @ B[node, cols] - S[node[:, :, None], rows[:, :, None], inverse[:, None, :]] - T[node, cols]
         d = -X
         d[node, rows, cols] += 1.0
@@ -538,12 +549,21 @@ def node_points(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra,
         curvature = (d * Wd).sum(axis=(1, 2))
         slope = slope_to - at_X
         going &= slope < 0
-        step = np.where(curvature <= 0, 1.0, np.minimum(1.0, -slope / (2 * np.maximum(curvature, 1e-300))))
-        step = np.where(going, step, 0.0)
-        h += step * 2 * (W * d).sum(axis=(1, 2)) + step ** 2 * curvature
-        X = X + step[:, None, None] * d
-        WX = WX + step[:, None, None] * Wd
-    return best_X
+        size = np.where(curvature <= 0, 1.0, np.minimum(1.0, -slope / (2 * np.maximum(curvature, 1e-300))))
+        size = np.where(going, size, 0.0)
+        h += size * 2 * (W * d).sum(axis=(1, 2)) + size ** 2 * curvature
+        X = X + size[:, None, None] * d
+        WX = WX + size[:, None, None] * Wd
+        if step % 64 == 63:     # against drift
+            h = ((X - 1.0 / m) * (WX - WP)).sum(axis=(1, 2))
+    return best, best_X, best_step, X, step + 1
+
+
+def node_points(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra,
+                steps: int = NODE_FW_STEPS) -> np.ndarray:
+    """The point of each node problem's best Frank-Wolfe lower bound after `steps` steps from P
+    (P itself where none beats it): deterministic, so the checker gets the search's points."""
+    return frank_wolfe(A, B, L, spec.S, spec.T, steps)[1]
 
 
 def _model_error(A, B, spec: NodeSpectra, N: np.ndarray) -> np.ndarray:
@@ -647,11 +667,18 @@ def qpb_nodes(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra, X:
     return total - error - TINY
 
 
-def node_qpbs(A: np.ndarray, B: np.ndarray, L: np.ndarray) -> np.ndarray:
+def node_fw_steps(depth: int) -> int:
+    """Frank-Wolfe steps of the QPB of a node with `depth` fixed stages: more near the root, where
+    nodes are few (nug30, 60 s on one process: 5575 with 200 steps down to depth 3, 5552 without;
+    nug20 and nug24 unchanged)."""
+    return SHALLOW_FW_STEPS if depth <= SHALLOW_DEPTH else NODE_FW_STEPS
+
+
+def node_qpbs(A: np.ndarray, B: np.ndarray, L: np.ndarray, steps: int = NODE_FW_STEPS) -> np.ndarray:
     """Each node problem's QPB (stacks A symmetric, B, L): Frank-Wolfe's point (node_points), proven
     there (qpb_nodes); a problem of one slot is its linear cost."""
     m = B.shape[-1]
     if m < 2:
         return L[:, 0, 0].astype(float) if m == 1 else np.zeros(len(B))
     spec = node_spectra(A, B)
-    return qpb_nodes(A, B, L, spec, node_points(A, B, L, spec))
+    return qpb_nodes(A, B, L, spec, node_points(A, B, L, spec, steps))
