@@ -549,7 +549,9 @@ def frank_wolfe(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, S: np.ndarra
         curvature = (d * Wd).sum(axis=(1, 2))
         slope = slope_to - at_X
         going &= slope < 0
-        size = np.where(curvature <= 0, 1.0, np.minimum(1.0, -slope / (2 * np.maximum(curvature, 1e-300))))
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):   # curvature 0: a full step
+            exact = -slope / (2 * curvature)
+        size = np.where(curvature > 0, np.minimum(1.0, exact), 1.0)
         size = np.where(going, size, 0.0)
         h += size * 2 * (W * d).sum(axis=(1, 2)) + size ** 2 * curvature
         X = X + size[:, None, None] * d
