@@ -24,7 +24,7 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
 - A child's bound is at least its parent's. A child whose bound cannot beat the incumbent is
   pruned (with integer data: cannot reach incumbent - 1).
 - Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.qpb_pays): nodes with at least
-  three free stages also get their convex quadratic programming bound (QPB after node_fw_steps
+  three free stages also get their convex quadratic programming bound (QPB after NODE_FW_STEPS
   Frank-Wolfe steps, proven in floats by TileSpace.qpb_children_batch) when they are popped
   (`settle`, a batch of one depth at a time): most kept children are never popped, and the
   Gilmore-Lawler bound each child gets at once keeps the weak ones from being popped. QPB stays

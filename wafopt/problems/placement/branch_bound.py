@@ -60,7 +60,6 @@ from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 from wafopt.problems.placement.projected import (
     entry_value,
-    node_fw_steps,
     node_qpbs,
     nodes_problems,
     pb_float,
@@ -267,7 +266,7 @@ class TileSpace:
         """The convex quadratic programming bound (base objective, unrounded) of the children of
         several nodes with as many fixed stages, (stages, slots, branch, kids) each: the QPB of the
         free stages on the free slots with the cost of talking to the fixed ones at the point of
-        node_fw_steps Frank-Wolfe steps (node_points, qpb_nodes: proven in floats), plus the fixed
+        NODE_FW_STEPS Frank-Wolfe steps (node_points, qpb_nodes: proven in floats), plus the fixed
         stages' own cost, halved, plus the routing-conflict penalty among the fixed stages. It is
         at least the projected eigenvalue bound (Frank-Wolfe starts at P, where the bound is PB).
         Needs qpb_valid."""
@@ -279,7 +278,7 @@ class TileSpace:
         places = np.concatenate([slots[group], kid[:, None]], axis=1)
         A, which, B, L, K = nodes_problems(self.C, self.D, stages[group], places)
         A = (A + np.swapaxes(A, 1, 2))[which] / 2       # tr(A X B X^T) = tr(As X B X^T), B symmetric
-        t = node_qpbs(A, B, L, node_fw_steps(stages.shape[1]))
+        t = node_qpbs(A, B, L)
         slot_of = np.full((len(nodes), self.n), -1)
         slot_of[np.arange(len(nodes))[:, None], stages[:, :-1]] = slots
         values = (t + K) / 2 + self._penalty(slot_of, stages[:, -1], group, kid)

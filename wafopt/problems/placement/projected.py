@@ -415,7 +415,7 @@ def entry_value(C: np.ndarray, D: np.ndarray, entry, quadratic: bool, where: str
 
 # --- QPB of branch-and-bound nodes, proven in floats ----------------------------------------------
 #
-# A node's QPB is Frank-Wolfe's best point after node_fw_steps steps from P (node_points, the same
+# A node's QPB is Frank-Wolfe's best point after NODE_FW_STEPS steps from P (node_points, the same
 # deterministic steps in the search and in the checker), and the module doc's inequality at that
 # point evaluated in midpoint-radius arithmetic (qpb_nodes): every float result carries a proven
 # radius (Higham 2002, Sec. 3.5: |fl(a b) - a b| <= gamma_k |a||b| for products of length k).
@@ -424,8 +424,6 @@ def entry_value(C: np.ndarray, D: np.ndarray, entry, quadratic: bool, where: str
 # form is from that model).
 
 NODE_FW_STEPS = 20     # Frank-Wolfe steps of a node's QPB (nug20: 20 steps give 120 of the 138 that 500 give)
-SHALLOW_FW_STEPS = 200  # ... of a node with at most SHALLOW_DEPTH fixed stages (node_fw_steps)
-SHALLOW_DEPTH = 3
 TINY = 1e-300          # against underflow in the radii
 
 
@@ -667,13 +665,6 @@ def qpb_nodes(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra, X:
     total = sum(terms)
     error = sum(radii) + gamma(16) * sum(np.abs(t) for t in terms)
     return total - error - TINY
-
-
-def node_fw_steps(depth: int) -> int:
-    """Frank-Wolfe steps of the QPB of a node with `depth` fixed stages: more near the root, where
-    nodes are few (nug30, 60 s on one process: 5575 with 200 steps down to depth 3, 5552 without;
-    nug20 and nug24 unchanged)."""
-    return SHALLOW_FW_STEPS if depth <= SHALLOW_DEPTH else NODE_FW_STEPS
 
 
 def node_qpbs(A: np.ndarray, B: np.ndarray, L: np.ndarray, steps: int = NODE_FW_STEPS) -> np.ndarray:
