@@ -136,26 +136,33 @@ class Spectral:
         return self.canonical((rows > cols).astype(float))
 
 
-def spectral(A: np.ndarray, B: np.ndarray, theta=None) -> Spectral:
-    m = A.shape[0]
-    V = projection_basis(m)
+def projected_eigen(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Eigen-data of the projected A and B (one pair or stacks): alpha ascending, beta descending,
+    and their eigenvectors in R^m (orthogonal to e), WA and WB."""
+    V = projection_basis(A.shape[-1])
     alpha, UA = np.linalg.eigh(V.T @ A @ V)
     beta, UB = np.linalg.eigh(V.T @ B @ V)
+    return alpha, beta[..., ::-1], V @ UA, V @ UB[..., ::-1]
+
+
+def spectral(A: np.ndarray, B: np.ndarray, theta=None) -> Spectral:
+    m = A.shape[0]
     theta = np.ones(max(m - 2, 0)) if theta is None else np.asarray(theta, dtype=float)
     if theta.shape != (max(m - 2, 0),):
         raise CertificateError(f"theta must hold {max(m - 2, 0)} numbers")
-    return Spectral(alpha, beta[::-1], V @ UA, V @ UB[:, ::-1], theta)
+    return Spectral(*projected_eigen(A, B), theta)
 
 
 def scalar_product_duals(alpha: np.ndarray, beta: np.ndarray, theta) -> tuple[np.ndarray, np.ndarray]:
     """An optimal dual of the assignment LP on c_ij = alpha_i beta_j (alpha ascending, beta
-    descending: c is Monge and the identity is optimal). Tight on the diagonal, t_j = c_jj - s_j;
-    feasible when each step s_{i+1} - s_i lies in [beta_{i+1}, beta_i] (alpha_{i+1} - alpha_i): the
-    point theta_i of the way. t is then lowered where rounding left a violated pair."""
-    step = (theta * beta[1:] + (1 - theta) * beta[:-1]) * np.diff(alpha)
-    s = np.concatenate([[0.0], np.cumsum(step)])
-    c = np.outer(alpha, beta)
-    t = np.minimum(np.diag(c) - s, (c - s[:, None]).min(axis=0))
+    descending: c is Monge and the identity is optimal), for one pair or stacks. Tight on the
+    diagonal, t_j = c_jj - s_j; feasible when each step s_{i+1} - s_i lies in [beta_{i+1}, beta_i]
+    (alpha_{i+1} - alpha_i): the point theta_i of the way. t is then lowered where rounding left a
+    violated pair."""
+    step = (theta * beta[..., 1:] + (1 - theta) * beta[..., :-1]) * np.diff(alpha, axis=-1)
+    s = np.concatenate([np.zeros(alpha.shape[:-1] + (1,)), np.cumsum(step, axis=-1)], axis=-1)
+    c = alpha[..., :, None] * beta[..., None, :]
+    t = np.minimum(np.diagonal(c, axis1=-2, axis2=-1) - s, (c - s[..., :, None]).min(axis=-2))
     return s, t
 
 
@@ -455,6 +462,13 @@ def _ball_add(a, ra, b, rb, sign: float = 1.0):
     return value, radius * (1 + 2 * gamma(3)) + TINY
 
 
+def _ball_scale(a, ra, factor):
+    """A matrix ball times a factor (a number, or one per matrix of a stack, broadcast)."""
+    value = a * factor
+    radius = _r(ra, value) * np.abs(factor) * (1 + 2 * UNIT) + UNIT * np.abs(value)
+    return value, radius + TINY
+
+
 def _ball_inner(a, ra, b, rb):
     """<a, b> over the last two axes of two matrix balls."""
     n = a.shape[-1] * a.shape[-2]
@@ -487,16 +501,8 @@ class NodeSpectra:
 
 def node_spectra(A: np.ndarray, B: np.ndarray) -> NodeSpectra:
     """NodeSpectra of stacks A (symmetric), B (k x m x m)."""
-    m = A.shape[-1]
-    V = projection_basis(m)
-    alpha, UA = np.linalg.eigh(V.T @ A @ V)
-    beta, UB = np.linalg.eigh(V.T @ B @ V)
-    beta, UB = beta[..., ::-1], UB[..., ::-1]
-    WA, WB = V @ UA, V @ UB
-    step = beta[..., 1:] * np.diff(alpha, axis=-1)          # scalar_product_duals with theta = 1
-    s = np.concatenate([np.zeros(alpha.shape[:-1] + (1,)), np.cumsum(step, axis=-1)], axis=-1)
-    c = alpha[..., :, None] * beta[..., None, :]
-    t = np.minimum(np.diagonal(c, axis1=-2, axis2=-1) - s, (c - s[..., :, None]).min(axis=-2))
+    alpha, beta, WA, WB = projected_eigen(A, B)
+    s, t = scalar_product_duals(alpha, beta, 1.0)
     S = (WA * s[..., None, :]) @ np.swapaxes(WA, -1, -2)
     T = (WB * t[..., None, :]) @ np.swapaxes(WB, -1, -2)
     return NodeSpectra(alpha, beta, WA, WB, s, t, (S + np.swapaxes(S, -1, -2)) / 2, (T + np.swapaxes(T, -1, -2)) / 2)
@@ -579,18 +585,17 @@ def _model_error(A, B, spec: NodeSpectra, N: np.ndarray) -> np.ndarray:
         return _ball_matmul(*_ball_matmul(N, None, M, None), N, None)
 
     def model(W, w):           # m^2 W diag(w) W^T
-        return _ball_matmul(W * w[..., None, :], UNIT * np.abs(W * w[..., None, :]), np.swapaxes(W, -1, -2), None)
+        scaled = _ball_scale(W, None, w[..., None, :])
+        return _ball_scale(*_ball_matmul(*scaled, np.swapaxes(W, -1, -2), None), m2)
 
     def gap(M, W, w):          # (||M_Q||, ||M_Q - W w W^T||), both upper bounds
         PM = projected(M)
-        Mw, rw = model(W, w)
-        diff = _ball_add(*PM, Mw * m2, rw * m2 * (1 + 2 * UNIT) + UNIT * np.abs(Mw * m2), -1.0)
+        diff = _ball_add(*PM, *model(W, w), -1.0)
         return _ball_norm(*PM) / m2 * (1 + 2 * UNIT), _ball_norm(*diff) / m2 * (1 + 2 * UNIT)
 
     def basis_gap(W):          # ||Q - W W^T|| = ||N - m W W^T|| / m
-        WW, rWW = _ball_matmul(W, None, np.swapaxes(W, -1, -2), None)
-        diff = _ball_add(N, None, WW * m, rWW * m * (1 + 2 * UNIT) + UNIT * np.abs(WW * m), -1.0)
-        return _ball_norm(*diff) / m * (1 + 2 * UNIT)
+        WW = _ball_scale(*_ball_matmul(W, None, np.swapaxes(W, -1, -2), None), float(m))
+        return _ball_norm(*_ball_add(N, None, *WW, -1.0)) / m * (1 + 2 * UNIT)
 
     nA, dA = gap(A, spec.WA, spec.alpha)
     nB, dB = gap(B, spec.WB, spec.beta)
@@ -628,12 +633,10 @@ def _assignment_lower_float(low: np.ndarray) -> np.ndarray:
 
 def qpb_nodes(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra, X: np.ndarray) -> np.ndarray:
     """Proven lower bounds of min t(X) over permutations for stacks of node problems (A symmetric,
-    B, L; k x m x m), by the module doc's inequality at the points X, evaluated in midpoint-radius
+    B, L; k x m x m, m >= 2), by the module doc's inequality at the points X, evaluated in midpoint-radius
     arithmetic with mu from _model_error. Every matrix is a float matrix taken as exact; the
     bound is valid for any S, T, X (the FW point only makes it strong)."""
-    k, m = B.shape[0], B.shape[-1]
-    if m < 2:
-        return L[:, 0, 0].astype(float) if m == 1 else np.zeros(k)
+    m = B.shape[-1]
     N = m * np.eye(m) - 1.0
     m2, m4 = float(m * m), float(m) ** 4
     mu = _model_error(A, B, spec, N)
@@ -646,7 +649,7 @@ def qpb_nodes(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra, X:
     h4, rh4 = _ball_inner(*Z, *W)                 # m^4 h(Z0)
     n4, rn4 = _ball_inner(*Z, *Z)                 # m^4 ||Z0||^2
     # m^4 gradient part: N (2 W' + 2 mu Z') N, plus m^3 (m L + 2 r s^T)
-    inner = _ball_add(2 * W[0], 2 * W[1], *_ball_matmul(*Z, 2 * mu[:, None, None] * np.eye(m), None))
+    inner = _ball_add(2 * W[0], 2 * W[1], *_ball_scale(*Z, 2 * mu[:, None, None]))
     grad = _ball_matmul(*_ball_matmul(N, None, *inner), N, None)
     r, s = A.sum(axis=-1), B.sum(axis=-1)          # exact (integers, or halves of integers)
     linear = m ** 3 * (m * L + 2 * r[:, :, None] * s[:, None, :])
