@@ -26,11 +26,13 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
 - Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.qpb_pays): nodes with at least
   three free stages also get their convex quadratic programming bound (QPB after NODE_FW_STEPS
   Frank-Wolfe steps, proven in floats by TileSpace.qpb_children_batch) when they are popped
-  (`settle`, a batch of one depth at a time): most kept children are never popped, and the
-  Gilmore-Lawler bound each child gets at once keeps the weak ones from being popped. QPB stays
-  on at a depth while a trial of QPB_TRIAL popped nodes finds it QPB_GAIN above the bound the
-  node has without it at least QPB_KEEP of the time. Nothing is stored: the checker computes
-  the QPB of every node that needs it, with the same deterministic steps.
+  (`settle`, a batch of one depth at a time): most kept children are never popped. The same QPB
+  with each free stage fixed to each free slot bounds the node's children (its assignment
+  problem's reduced costs); the node branches on the stage they favour (plan_branches) and its
+  children keep these bounds, only the least of them also solving its assignment problem for a
+  completion. QPB stays on at a depth while a trial of QPB_TRIAL popped nodes finds it QPB_GAIN
+  above the bound the node has without it at least QPB_KEEP of the time. Nothing is stored: the
+  checker computes the QPB of every node that needs it, with the same deterministic steps.
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
 - With workers (`options.workers` > 1), subtrees in waves: the search runs here until
   4 x WAVE_GROUPS nodes are open; then each wave deals the WAVE_GROUPS x WAVE_ROOTS lowest open
@@ -128,12 +130,12 @@ class TileSearch:
     dive: list = field(default_factory=list)       # depth-first stack (bound, -depth, id), once MAX_OPEN are open
     lazy: set = field(default_factory=set)         # open nodes kept with a weaker bound than their full one
     qpb_due: set = field(default_factory=set)      # open nodes whose QPB waits for their pop
+    planned: dict = field(default_factory=dict)    # open node id -> (branch stage, its kids' bounds from the node's QPB)
     closed_least: float = math.inf                 # least bound of a pruned or complete leaf
     away: float = math.inf                         # least bound of the open nodes dealt out in a wave
     queued: int = 0                                # open nodes in `levels`
     expanded: int = 0
     bounded: int = 0                               # children bounded
-    lap_solved: int = 0                            # of them by the full assignment problem
 
     def flags(self, node: int) -> int:
         """What an open node still waits for: 1 its assignment problem (lazy), 2 its QPB (qpb_due)."""
@@ -283,6 +285,7 @@ class BranchAndBound:
         self.qpb_depth = 0                  # children down to this depth get their QPB when popped
         self.qpb_counts: dict = {}          # depth -> [QPBs computed, clearly above the bound without it, pruned by it]
         self.qpb_off: frozenset = frozenset()  # depths where QPB did not pay in an earlier wave
+        self.laps = 0                       # assignment problems solved for children's bounds
         self.started = time.monotonic()
         self._last_progress = 0.0
 
@@ -332,7 +335,7 @@ class BranchAndBound:
         tree.stages.append(())
         tree.slots.append(())
         self.waves_run = 0
-        self.qpb_depth, self.qpb_counts = node_qpb_depth(space), {}
+        self.qpb_depth, self.qpb_counts, self.laps = node_qpb_depth(space), {}, 0
         if closed:
             tree.closed_least = root_bound(space)
             return tree
@@ -387,6 +390,7 @@ class BranchAndBound:
     def close(self, tree: TileSearch, node: int, bound: float) -> None:
         """An open node the incumbent prunes becomes a leaf."""
         tree.closed_least = min(tree.closed_least, bound)
+        tree.planned.pop(node, None)
         if self.log is not None:
             self.log.append(("close", node, bound))
 
@@ -406,16 +410,42 @@ class BranchAndBound:
             tree.qpb_due.difference_update(due)
             depth = len(tree.stages[due[0]])
             if self.qpb_wanted(depth):
-                qpbs = np.concatenate(space.qpb_children_batch([
+                qpbs, below = space.qpb_children_batch([
                     (tree.stages[node][:-1], tree.slots[node][:-1], tree.stages[node][-1], tree.slots[node][-1:])
-                    for node in due]))
+                    for node in due], fixing=True)
+                qpbs = np.concatenate(qpbs)
                 before = np.array([tree.bound[node] for node in due])   # Gilmore-Lawler or the parent's
                 counts = self.qpb_counts.setdefault(depth, [0, 0, 0])
                 counts[0] += len(due)
                 counts[1] += int((qpbs > before + QPB_GAIN * abs(self.threshold)).sum())
                 counts[2] += int((qpbs >= self.threshold).sum())
+                open_ = np.flatnonzero(qpbs < self.threshold)
+                if len(open_):
+                    plans = self.plan_branches(space, [due[k] for k in open_], tree, np.stack([below[k][0] for k in open_]))
+                    tree.planned.update(zip((due[k] for k in open_), plans))
                 nodes = self._raise(tree, nodes, due, qpbs.tolist())
         return nodes
+
+    def plan_branches(self, space: TileSpace, nodes: list[int], tree: TileSearch, bounds: np.ndarray) -> list:
+        """The branches of open nodes of one depth from their QPB's bounds of their children (B x
+        free stages x free slots): each node's free stage whose kids are least often below the
+        incumbent, then whose kids' bounds sum highest (Anstreicher, Brixius, Goux and Linderoth
+        2002, Sec. 3); (stage, its kids' bounds in kids order) each."""
+        stages = np.array([tree.stages[node] for node in nodes], dtype=int).reshape(len(nodes), -1)
+        slots = np.array([tree.slots[node] for node in nodes], dtype=int).reshape(len(nodes), -1)
+        fixed = np.zeros((len(nodes), space.n), dtype=bool)
+        fixed[np.arange(len(nodes))[:, None], stages] = True
+        free_stages = np.nonzero(~fixed)[1].reshape(len(nodes), -1)
+        symmetric = space.symmetric(slots)
+        plans = []
+        for k in range(len(nodes)):
+            kid_bounds = bounds[k]
+            if symmetric[k]:      # one kid per orbit
+                kids = space.kids(list(stages[k]), list(slots[k]))
+                kid_bounds = kid_bounds[:, np.searchsorted(free_slots(space.m, slots[k:k + 1])[0], kids)]
+            row = int(np.lexsort((-kid_bounds.sum(axis=1), (kid_bounds < self.threshold).sum(axis=1)))[0])
+            plans.append((int(free_stages[k, row]), kid_bounds[row]))
+        return plans
 
     def _raise(self, tree: TileSearch, nodes: list[int], settled: list[int], bounds: list[float]) -> list[int]:
         """Popped nodes given a stronger bound: pruned by it, a leaf; raised by it, back to the heap;
@@ -450,15 +480,21 @@ class BranchAndBound:
         for j, k in enumerate(full):
             kids[k] = free[j]
         branches = candidates[:, 0].copy()
+        plans = [tree.planned.pop(node, None) for node in nodes]
+        planned = np.array([plan is not None for plan in plans])
+        floors = [None if plan is None else plan[1] for plan in plans]
+        for k, plan in enumerate(plans):
+            if plan is not None:
+                branches[k] = plan[0]
         depth = stages.shape[1] + 1      # of the children (the nodes of one batch have one depth)
         qpb_due = self.qpb_wanted(depth)
         lazy = tree.least() + LAZY_MARGIN if sparse else math.inf
-        tries = (candidates != candidates[:, :1]) & ~symmetric[:, None]
+        tries = (candidates != candidates[:, :1]) & ~symmetric[:, None] & ~planned[:, None]
         results, tried = {}, []
         if tries.any() and math.isfinite(self.threshold):
             # strong branching, all candidates in one batch: the stage leaving the fewest children
             # below the incumbent (then the highest least bound)
-            tries[:, 0] = ~symmetric
+            tries[:, 0] = ~symmetric & ~planned
             node, column = np.nonzero(tries)
             bounds, exact, completions = space.children_batch(stages[node], slots[node], candidates[node, column],
                                                               np.array([kids[k] for k in node]), self.threshold, lazy)
@@ -469,10 +505,11 @@ class BranchAndBound:
             tried = completions
         rest = [k for k in range(len(nodes)) if k not in results]
         if rest:
-            more = self._children(space, stages, slots, branches, kids, symmetric, rest, assign_below=lazy)
+            more = self._children(space, stages, slots, branches, kids, symmetric, floors, rest, assign_below=lazy)
             results.update(more)
             tried = list(tried) + [c for _, _, c in more.values()]
         completed = [c for row in tried for c in row if c is not None]
+        self.laps += len(completed) if stages.shape[1] < space.n - 1 else 0     # the last stage needs none
         if completed:   # a completion costs at least its child's bound: only these can improve
             P = np.array(completed)
             values = space.fit(P)
@@ -495,20 +532,22 @@ class BranchAndBound:
         return counts is None or counts[0] < QPB_TRIAL or counts[1] >= QPB_KEEP * counts[0]
 
     def _children(self, space: TileSpace, stages: np.ndarray, slots: np.ndarray, branches: np.ndarray, kids: list,
-                  symmetric: np.ndarray, todo: list | None = None, assign_below: float = math.inf) -> dict:
-        """TileSpace.children_batch for the nodes `todo` (default: all) branching on `branches`: the nodes
-        whose kids are all their free slots in one batch, the others one by one."""
-        todo = range(len(stages)) if todo is None else todo
+                  symmetric: np.ndarray, floors: list, todo: list, assign_below: float = math.inf) -> dict:
+        """TileSpace.children_batch for the nodes `todo` branching on `branches` with their kids'
+        `floors` (None: none): the nodes whose kids are all their free slots in one batch, the
+        others one by one."""
         out = {}
         batch = [k for k in todo if not symmetric[k]]
         if batch:
+            floor = np.array([np.full(len(kids[k]), -np.inf) if floors[k] is None else floors[k] for k in batch])
             result = space.children_batch(stages[batch], slots[batch], branches[batch], np.array([kids[k] for k in batch]),
-                                          self.threshold, assign_below)
+                                          self.threshold, assign_below, floor, floor_only=True)
             for j, k in enumerate(batch):
                 out[k] = (result[0][j], result[1][j], result[2][j])
         for k in todo:
             if symmetric[k]:                                   # symmetry leaves fewer kids
-                out[k] = space.children(list(stages[k]), list(slots[k]), branches[k], kids[k], self.threshold, assign_below)
+                out[k] = space.children(list(stages[k]), list(slots[k]), branches[k], kids[k], self.threshold,
+                                        assign_below, floors[k], floor_only=True)
         return out
 
     def record(self, tree: TileSearch, node: int, stages: list, slots: list, branch: int, kids: np.ndarray,
@@ -521,7 +560,6 @@ class BranchAndBound:
         n = tree.space.n
         tree.expanded += 1
         tree.bounded += len(kids)
-        tree.lap_solved += int(exact.sum()) if len(stages) < n - 1 else 0
         tree.branch[node] = branch
         depth = len(stages) + 1
         if keep is None:
@@ -569,7 +607,7 @@ class BranchAndBound:
             off = frozenset(d for d in range(1, self.qpb_depth + 1) if not self.qpb_wanted(d))
             stop_at = None if deadline is None else deadline - tree.writing_s()
             tasks = [(index, self.best, self.threshold, stop_at, off, dive,
-                      [(tree.stages[node], tree.slots[node], bound, tree.flags(node))
+                      [(tree.stages[node], tree.slots[node], bound, tree.flags(node), tree.planned.get(node))
                        for bound, node in group])
                      for group in groups]
             replayed = 0
@@ -584,8 +622,8 @@ class BranchAndBound:
                 replayed += 1
             tree.away = math.inf
             if replayed < len(groups):   # interrupted: the other groups' nodes stay open with their bounds
-                self._reopen(tree, [(bound, node, tree.flags(node)) for group in groups[replayed:]
-                                    for bound, node in group])
+                self._reopen(tree, [(bound, node, tree.flags(node), tree.planned.get(node))
+                                    for group in groups[replayed:] for bound, node in group])
                 break
             self.threshold = _prune_threshold(space, self.best.value)
             self.waves_run += 1
@@ -598,6 +636,7 @@ class BranchAndBound:
         ids = list(roots)
         log = result["log"]
         tree.closed_least = min(tree.closed_least, log["closed_least"])
+        self.laps += result["laps"]
         for depth, counts in result["qpb"].items():
             mine = self.qpb_counts.setdefault(depth, [0, 0, 0])
             mine[:] = [a + b for a, b in zip(mine, counts)]
@@ -617,14 +656,17 @@ class BranchAndBound:
                 between()
         for root in roots:                   # closed or still open (then flagged again below)
             tree.set_flags(root, 0)
-        self._reopen(tree, [(bound, ids[local], flags) for bound, local, flags in result["open"]])
+            tree.planned.pop(root, None)
+        self._reopen(tree, [(bound, ids[local], flags, plan) for bound, local, flags, plan in result["open"]])
 
     @staticmethod
     def _reopen(tree: TileSearch, entries: list) -> None:
-        for bound, node, flags in entries:
+        for bound, node, flags, plan in entries:
             heapq.heappush(tree.levels.setdefault(len(tree.stages[node]), []), (bound, node))
             tree.queued += 1
             tree.set_flags(node, flags)
+            if plan is not None:
+                tree.planned[node] = plan
 
     def _progress(self, space: TileSpace, tree: TileSearch) -> None:
         now = time.monotonic()
@@ -672,7 +714,7 @@ def wave_pool(workers: int):
 def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, qpb_off: frozenset,
               dive: bool, roots: list) -> dict:
     """One group of one wave: best first (`dive`: depth first, the tree holding more than
-    MAX_OPEN open nodes) from `roots` (stages, slots, bound, flags) for WAVE_EXPANSIONS
+    MAX_OPEN open nodes) from `roots` (stages, slots, bound, flags, plan) for WAVE_EXPANSIONS
     expansions, from the wave's incumbent; returns the tree's changes, its open nodes and its
     incumbent."""
     space = _SPACES[index]
@@ -681,7 +723,7 @@ def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | N
     search.best, search.threshold, search.log = best, threshold, []
     search.qpb_depth, search.qpb_off = node_qpb_depth(space), qpb_off
     tree = TileSearch(space)
-    for stages, slots, bound, flags in roots:
+    for stages, slots, bound, flags, plan in roots:
         node = len(tree.stages)
         tree.stages.append(stages)
         tree.slots.append(slots)
@@ -691,10 +733,13 @@ def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | N
             heapq.heappush(tree.levels.setdefault(len(stages), []), (bound, node))
             tree.queued += 1
         tree.set_flags(node, flags)
+        if plan is not None:
+            tree.planned[node] = plan
     tree.dive.sort(reverse=True)   # the least bound (then the deepest) on top
     search.run(space, tree, deadline, expansions=WAVE_EXPANSIONS)
-    return {"log": _pack(search.log), "open": [(bound, node, tree.flags(node)) for bound, node in tree.open_entries()],
-            "best": (search.best.value, search.best.plan), "qpb": search.qpb_counts}
+    return {"log": _pack(search.log),
+            "open": [(bound, node, tree.flags(node), tree.planned.get(node)) for bound, node in tree.open_entries()],
+            "best": (search.best.value, search.best.plan), "qpb": search.qpb_counts, "laps": search.laps}
 
 
 def _pack(log: list) -> dict:
@@ -767,7 +812,7 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
                        "node_qpb": {"depth": search.qpb_depth,
                                    "by_depth": {str(d): dict(zip(("computed", "raised", "pruned"), c))
                                                 for d, c in sorted(search.qpb_counts.items())}},
-                       "nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": tree.lap_solved,
+                       "nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": search.laps,
                        "open": tree.pending(), "root_bound": space.rounded(roots[k]),
                        "bound": space.rounded(tiles[name]["bound"]), "proven": not tree.pending(),
                        **({"waves": search.waves_run, "wave_groups": WAVE_GROUPS} if pool is not None else {})}

@@ -22,7 +22,7 @@ from wafopt.models.placement_bnb import bnb
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import CertificateError
 from wafopt.problems import evaluate, load
-from wafopt.problems.placement.branch_bound import TileSpace, check_bnb_frontier
+from wafopt.problems.placement.branch_bound import TileSpace, check_bnb_frontier, path_bound
 from wafopt.problems.placement.projected import (
     node_points,
     node_spectra,
@@ -70,6 +70,26 @@ def test_node_qpb_is_the_exact_bound_at_its_point_and_never_above_the_optimum(da
 
 @PROPERTY
 @given(st.data())
+def test_node_qpb_with_one_assignment_fixed_is_never_above_that_optimum(data):
+    """The QPB's bounds of the children (i fixed to j, from the assignment's reduced costs) are
+    never above the best permutation with i at j, nor below the QPB itself."""
+    A, B, L = small_problem(data)
+    m = A.shape[0]
+    spec = node_spectra(A[None], B[None])
+    X = node_points(A[None], B[None], L[None], spec)
+    value, fixed = qpb_nodes(A[None], B[None], L[None], spec, X, fixing=True)
+    assert value[0] == qpb_nodes(A[None], B[None], L[None], spec, X)[0]
+    best = np.full((m, m), np.inf)
+    for p in permutations(range(m)):
+        cost = sum(A[i, j] * B[p[i], p[j]] for i in range(m) for j in range(m)) + sum(L[i, p[i]] for i in range(m))
+        for i in range(m):
+            best[i, p[i]] = min(best[i, p[i]], cost)
+    assert np.all(fixed[0] <= best + 1e-9)
+    assert np.all(fixed[0] >= value[0] - 1e-9 * max(1.0, abs(value[0])))
+
+
+@PROPERTY
+@given(st.data())
 def test_node_qpb_holds_at_any_point(data):
     """The inequality is valid at every point, not only at Frank-Wolfe's: a random doubly
     stochastic matrix, or any matrix at all, gives a bound below the optimum too."""
@@ -103,6 +123,31 @@ def test_a_node_qpb_never_exceeds_its_best_completion(inst, data):
         row[stages], row[free_stages] = slots, chosen
         rows.append(row)
     assert value <= float(space.fit(np.array(rows)).min()) + 1e-9     # the full Eq. 2 objective
+
+
+@PROPERTY
+@given(integer_instances(), st.data())
+def test_a_grandchilds_bound_from_its_parents_qpb_never_exceeds_its_best_completion(inst, data):
+    """qpb_children_batch with fixing bounds each child of a node (one more stage at a free slot)
+    by the node's QPB: never above that child's best completion (faults, Mem_pairs, tiles)."""
+    space = TileSpace(inst, data.draw(st.sampled_from(inst.layouts)))
+    if not space.qpb_valid:
+        return
+    depth = data.draw(st.integers(0, space.n - 2))
+    stages = data.draw(st.permutations(range(space.n)))[:depth + 2]
+    slots = data.draw(st.permutations(range(space.m)))[:depth + 2]
+    _, below = space.qpb_children_batch([(stages[:-2], slots[:-2], stages[-2], np.array([slots[-2]]))], fixing=True)
+    free_stages = [i for i in range(space.n) if i not in stages[:-1]]
+    free = [k for k in range(space.m) if k not in slots[:-1]]
+    value = below[0][0][free_stages.index(stages[-1]), free.index(slots[-1])]
+    rest = [i for i in range(space.n) if i not in stages]
+    rows = []
+    for chosen in permutations([k for k in range(space.m) if k not in slots], len(rest)):
+        row = np.empty(space.n, dtype=int)
+        row[stages], row[rest] = slots, chosen
+        rows.append(row)
+    assert value <= float(space.fit(np.array(rows)).min()) + 1e-9
+    assert path_bound(space, stages, slots) >= value       # the checker takes it too
 
 
 def nug20_part():
@@ -184,6 +229,11 @@ def test_qpb_of_several_nodes_in_one_batch_is_each_nodes_own():
         for a, kid in enumerate(node[3]):
             single = space.qpb_children_batch([(node[0], node[1], node[2], np.array([kid]))])[0][0]
             assert values[a] == alone[a] == single
+    _, fixed = space.qpb_children_batch(nodes, fixing=True)
+    for node, below in zip(nodes, fixed):
+        for a, kid in enumerate(node[3]):
+            single = space.qpb_children_batch([(node[0], node[1], node[2], np.array([kid]))], fixing=True)[1][0][0]
+            assert np.array_equal(below[a], single)
 
 
 def test_node_problems_of_a_batch_are_each_nodes_own():

@@ -14,7 +14,9 @@ A node fixes some stages to slots of one tile shape. Its bound is
     against the routes of the fixed flows, never decreases.
 Where proven (integer data: TileSpace.qpb_valid) a child's bound may also be its convex quadratic
 programming bound after a fixed number of Frank-Wolfe steps (qpb_children_batch): the checker
-runs the same steps for every node whose Gilmore-Lawler bound is below the claimed value.
+runs the same steps for every node whose Gilmore-Lawler bound is below the claimed value. That
+QPB with one more stage fixed (its assignment problem's reduced cost added) bounds the node's own
+children too.
 A complete assignment's bound is its full Eq. 2 objective. A node also inherits its parent's
 bound (its plans are among its parent's), so a bound is the largest along the node's path. With
 integer weights, distances and Mem_pair volumes every objective is an integer and bounds are
@@ -160,7 +162,8 @@ class TileSpace:
         return self._group == np.arange(self.m)[None, :]
 
     def children(self, stages: list[int], slots: list[int], branch: int, kids,
-                 cutoff: float = math.inf, assign_below: float = math.inf) -> tuple[np.ndarray, np.ndarray, list]:
+                 cutoff: float = math.inf, assign_below: float = math.inf,
+                 floor: np.ndarray | None = None, floor_only: bool = False) -> tuple[np.ndarray, np.ndarray, list]:
         """Bounds of the children of one node that fix stage `branch` to each slot of `kids`.
 
         Returns (bound, exact, completion): the child's bound (unrounded); whether it is the full
@@ -170,15 +173,22 @@ class TileSpace:
         """
         bound, exact, completion = self.children_batch(
             np.asarray([stages], dtype=int).reshape(1, -1), np.asarray([slots], dtype=int).reshape(1, -1),
-            np.asarray([branch]), np.asarray([kids], dtype=int).reshape(1, -1), cutoff, assign_below)
+            np.asarray([branch]), np.asarray([kids], dtype=int).reshape(1, -1), cutoff, assign_below,
+            None if floor is None else np.asarray(floor, dtype=float).reshape(1, -1), floor_only)
         return bound[0], exact[0], completion[0]
 
     def children_batch(self, stages: np.ndarray, slots: np.ndarray, branch: np.ndarray, kids: np.ndarray,
-                       cutoff: float = math.inf, assign_below: float = math.inf) -> tuple[np.ndarray, np.ndarray, list]:
+                       cutoff: float = math.inf, assign_below: float = math.inf,
+                       floor: np.ndarray | None = None, floor_only: bool = False) -> tuple[np.ndarray, np.ndarray, list]:
         """`children` for B nodes with the same number of fixed stages and of kids at once:
         stages, slots (B, d), branch (B,), kids (B, c); returns arrays (B, c) and B lists. An
         assignment problem is solved only where the row-minimum bound is below both `cutoff` and
-        `assign_below` (-inf: none, every bound the screen or the row-minimum one)."""
+        `assign_below` (-inf: none, every bound the screen or the row-minimum one). `floor` (B, c):
+        bounds the children are known to have (their parent's QPB with the kid fixed): every
+        returned bound is at least it, and a child it prunes gets no assignment problem. With
+        `floor_only`, of a node's children with a floor only the one with the least gets one (for
+        its completion: where QPB pays, the floor is above the Gilmore-Lawler bound); the floors of
+        the others count as their exact bounds."""
         n, m, C, D = self.n, self.m, self.C, self.D
         B, d = stages.shape
         c = kids.shape[1]
@@ -197,8 +207,10 @@ class TileSpace:
         bound = fixed[:, None] + to_branch
         exact = np.ones((B, c), dtype=bool)
         completion: list = [[None] * c for _ in range(B)]
+        floor = np.full((B, c), -np.inf) if floor is None else floor
         if r == 0:
             bound += self._penalty(slot_of, branch, np.repeat(np.arange(B), c), kids.ravel()).reshape(B, c)
+            bound = np.maximum(bound, floor)
             complete = np.repeat(slot_of[:, None, :], c, axis=1)
             complete[np.arange(B)[:, None], np.arange(c)[None, :], branch[:, None]] = kids
             return bound, exact, [list(complete[b]) for b in range(B)]
@@ -213,10 +225,11 @@ class TileSpace:
         flows_parent = -np.sort(-np.concatenate([Cr, to_branch_stage[:, :, None]], axis=2), axis=2)[:, :, :r]
         parent = linear + 0.5 * np.matmul(flows_parent, near.transpose(0, 2, 1))          # (B, r, mf)
         screened = bound + parent.min(axis=2).sum(axis=1)[:, None]
-        sb, sa = np.nonzero(screened < cutoff)
+        sb, sa = np.nonzero(np.maximum(screened, floor) < cutoff)
         penalty = self._penalty(slot_of, branch, sb, kids[sb, sa])
         bound[sb, sa] += penalty
         screened[sb, sa] += penalty
+        screened = np.maximum(screened, floor)    # a floor holds the parent's penalty: taken after it
         keep = screened[sb, sa] < cutoff
         sb, sa = sb[keep], sa[keep]
         if len(sb):
@@ -234,9 +247,12 @@ class TileSpace:
                 nearest = near[sb[:, None, None], np.arange(mf)[None, :, None], step + (step >= closer[:, :, None])]
                 M += 0.5 * np.matmul(flows[sb], nearest.transpose(0, 2, 1))
             M[np.arange(len(sb)), :, (slots_free < kid[:, None]).sum(axis=1)] = np.inf
-            cheap = bound[sb, sa] + M.min(axis=2).sum(axis=1)
+            cheap = np.maximum(bound[sb, sa] + M.min(axis=2).sum(axis=1), floor[sb, sa])
             screened[sb, sa] = cheap
-            for s in np.flatnonzero(cheap < min(cutoff, assign_below)):
+            wanted = cheap < min(cutoff, assign_below)
+            if floor_only:                          # the least floor still gets a completion
+                wanted &= ~np.isfinite(floor[sb, sa]) | (sa == floor.argmin(axis=1)[sb])
+            for s in np.flatnonzero(wanted):
                 b, a = sb[s], sa[s]
                 row, col = linear_sum_assignment(M[s])
                 bound[b, a] += M[s][row, col].sum()
@@ -246,8 +262,8 @@ class TileSpace:
                 completion[b][a] = full
                 screened[b, a] = -np.inf
         cheap_only = screened > -np.inf
-        bound[cheap_only], exact[cheap_only] = screened[cheap_only], False
-        return bound, exact, completion
+        bound[cheap_only], exact[cheap_only] = screened[cheap_only], floor_only & np.isfinite(floor[cheap_only])
+        return np.maximum(bound, floor), exact, completion
 
     @cached_property
     def qpb_valid(self) -> bool:
@@ -262,13 +278,16 @@ class TileSpace:
         eigenvalue bounds rely on, such as scr20 and ste36a, it is far below)."""
         return self.qpb_valid and pb_float(*tile_matrices(self.C, self.D)) / 2 > root_bound(self)
 
-    def qpb_children_batch(self, nodes: list) -> list[np.ndarray]:
+    def qpb_children_batch(self, nodes: list, fixing: bool = False):
         """The convex quadratic programming bound (base objective, unrounded) of the children of
         several nodes with as many fixed stages, (stages, slots, branch, kids) each: the QPB of the
         free stages on the free slots with the cost of talking to the fixed ones at the point of
         NODE_FW_STEPS Frank-Wolfe steps (node_points, qpb_nodes: proven in floats), plus the fixed
         stages' own cost, halved, plus the routing-conflict penalty among the fixed stages. It is
         at least the projected eigenvalue bound (Frank-Wolfe starts at P, where the bound is PB).
+        With `fixing`, also each node's bounds of its children's own children (a list of
+        (kids, free stages, free slots) arrays, both ascending: the QPB inequality with that stage
+        fixed to that slot, qpb_nodes), a child's plans being among them.
         Needs qpb_valid."""
         counts = [len(kids) for _, _, _, kids in nodes]
         group = np.repeat(np.arange(len(nodes)), counts)
@@ -278,11 +297,17 @@ class TileSpace:
         places = np.concatenate([slots[group], kid[:, None]], axis=1)
         A, which, B, L, K = nodes_problems(self.C, self.D, stages[group], places)
         A = (A + np.swapaxes(A, 1, 2))[which] / 2       # tr(A X B X^T) = tr(As X B X^T), B symmetric
-        t = node_qpbs(A, B, L)
+        t = node_qpbs(A, B, L, fixing=fixing)
         slot_of = np.full((len(nodes), self.n), -1)
         slot_of[np.arange(len(nodes))[:, None], stages[:, :-1]] = slots
-        values = (t + K) / 2 + self._penalty(slot_of, stages[:, -1], group, kid)
-        return np.split(values, np.cumsum(counts)[:-1])
+        penalty = self._penalty(slot_of, stages[:, -1], group, kid)
+        ends = np.cumsum(counts)[:-1]
+        if not fixing:
+            return np.split((t + K) / 2 + penalty, ends)
+        t, fixed = t
+        free = self.n - stages.shape[1]           # the children's free stages: the first rows
+        below = (fixed[:, :free, :] + K[:, None, None]) / 2 + penalty[:, None, None]
+        return np.split((t + K) / 2 + penalty, ends), np.split(below, ends)
 
     def _penalty(self, slot_of: np.ndarray, branch: np.ndarray, node: np.ndarray, kid: np.ndarray) -> np.ndarray:
         """Routing-conflict penalty among the fixed stages of children (slot_of: (B, n) the parents'
@@ -417,25 +442,35 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float) -> float:
         raise CertificateError("bnb-frontier tree has tokens after its last node")
     inherited = np.full(len(nodes), -math.inf)      # each expanded node's bound, passed to its kids
     inherited[0] = root_bound(space)
+    floors: dict[int, np.ndarray] = {}     # expanded node -> its kids' bounds from its own QPB
     least = math.inf
     for d in sorted(by_depth):
         for indices in by_depth[d].values():
             for start in range(0, len(indices), 64):
-                chunk = [nodes[i] for i in indices[start:start + 64]]
+                part = indices[start:start + 64]
+                chunk = [nodes[i] for i in part]
+                floor = np.array([floors.pop(i) if i in floors else np.full(len(nodes[i][3]), -np.inf)
+                                  for i in part])
                 bound, exact, _ = space.children_batch(
                     np.array([node[0] for node in chunk], dtype=int).reshape(len(chunk), d),
                     np.array([node[1] for node in chunk], dtype=int).reshape(len(chunk), d),
-                    np.array([node[2] for node in chunk]), np.array([node[3] for node in chunk]), cutoff=claimed)
+                    np.array([node[2] for node in chunk]), np.array([node[3] for node in chunk]), cutoff=claimed,
+                    floor=floor)
                 raised = np.where(exact, bound, np.maximum(bound, claimed))
-                raised = np.maximum(raised, inherited[indices[start:start + 64]][:, None])
+                raised = np.maximum(raised, inherited[part][:, None])
                 if space.qpb_valid and d + 1 < n:   # a kid below the claim may hold by QPB
                     shorts = [np.flatnonzero(row < claimed) for row in raised]
                     todo = [b for b, short in enumerate(shorts) if len(short)]
                     if todo:
-                        qpbs = space.qpb_children_batch([(chunk[b][0], chunk[b][1], chunk[b][2],
-                                                        np.asarray(chunk[b][3])[shorts[b]]) for b in todo])
-                        for b, qpb in zip(todo, qpbs):
+                        qpbs, below = space.qpb_children_batch([(chunk[b][0], chunk[b][1], chunk[b][2],
+                                                                np.asarray(chunk[b][3])[shorts[b]]) for b in todo],
+                                                               fixing=True)
+                        for b, qpb, grand in zip(todo, qpbs, below):
                             raised[b, shorts[b]] = np.maximum(raised[b, shorts[b]], qpb)
+                            for a, kid_bounds in zip(shorts[b], grand):
+                                child = chunk[b][4][a]
+                                if child >= 0:
+                                    floors[child] = fixed_kids(space, nodes[child], kid_bounds)
                 for b, node in enumerate(chunk):
                     below = np.asarray(node[4])
                     leaves = below < 0
@@ -443,6 +478,14 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float) -> float:
                         least = min(least, float(raised[b][leaves].min()))
                     inherited[below[~leaves]] = raised[b][~leaves]
     return least
+
+
+def fixed_kids(space: TileSpace, node, bounds: np.ndarray) -> np.ndarray:
+    """The bounds of a node's kids (in kids order) from the bounds of its free stage at each free
+    slot (qpb_children_batch with fixing: free stages by free slots, both ascending)."""
+    stages, slots, branch, kids = node[:4]
+    row = branch - sum(1 for s in stages if s < branch)
+    return bounds[row, np.searchsorted(free_slots(space.m, np.asarray([slots], dtype=int).reshape(1, -1))[0], kids)]
 
 
 def root_bound(space: TileSpace) -> float:
@@ -464,19 +507,32 @@ def root_bound(space: TileSpace) -> float:
 def node_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
     """The bound of one node (its last fixed stage is the branch from its parent): Gilmore-Lawler,
     or its QPB where it is proven and higher."""
+    return _node_bounds(space, stages, slots)[0]
+
+
+def _node_bounds(space: TileSpace, stages: list[int], slots: list[int]) -> tuple[float, np.ndarray | None]:
+    """node_bound, and where the QPB is computed the bounds of the node's children (free stages by
+    free slots; qpb_children_batch with fixing)."""
     if not stages:
-        return root_bound(space)
+        return root_bound(space), None
     bound, _, _ = space.children(stages[:-1], slots[:-1], stages[-1], np.asarray(slots[-1:]))
     if space.qpb_valid and len(stages) < space.n:
-        qpb = space.qpb_children_batch([(stages[:-1], slots[:-1], stages[-1], slots[-1:])])[0]
-        return max(float(bound[0]), float(qpb[0]))
-    return float(bound[0])
+        qpb, below = space.qpb_children_batch([(stages[:-1], slots[:-1], stages[-1], slots[-1:])], fixing=True)
+        return max(float(bound[0]), float(qpb[0][0])), below[0][0]
+    return float(bound[0]), None
 
 
 def path_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
-    """The bound a node inherits: the largest node_bound on its path from the root (each node's
-    plans are among its parent's)."""
-    return max(node_bound(space, stages[:d], slots[:d]) for d in range(len(stages) + 1))
+    """The bound of a node as the walk derives it: the largest on its path from the root (each
+    node's plans are among its parent's) of each node's node_bound and its parent's QPB with it
+    fixed."""
+    best = -math.inf
+    for d in range(len(stages) + 1):
+        bound, below = _node_bounds(space, stages[:d], slots[:d])
+        best = max(best, bound)
+        if below is not None and d < len(stages):
+            best = max(best, float(fixed_kids(space, (stages[:d], slots[:d], stages[d], [slots[d]]), below)[0]))
+    return best
 
 
 def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:

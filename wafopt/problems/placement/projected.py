@@ -612,11 +612,12 @@ def _model_error(A, B, spec: NodeSpectra, N: np.ndarray) -> np.ndarray:
     return mu * (1 + 1e-12) + TINY
 
 
-def _assignment_lower_float(low: np.ndarray) -> np.ndarray:
+def _assignment_lower_float(low: np.ndarray, fixing: bool = False):
     """A proven lower bound of min over permutations of <M, X> for every M >= low (entrywise; a
     stack k x m x m): the Lagrangian value sum_i min_j (low_ij - v_j) + sum_j v_j, valid for any v,
     with v the column potentials of scipy's assignment (Bellman-Ford on its reduced costs), less
-    the float error of the sum."""
+    the float error of the sum. With `fixing`, also what the bound rises by (k x m x m, proven
+    lower) over the permutations with X_ij = 1: row i's minimum becomes low_ij - v_j."""
     k, m, _ = low.shape
     cols = np.array([linear_sum_assignment(c)[1] for c in low])
     step = low - np.take_along_axis(low, cols[:, :, None], axis=2)
@@ -628,14 +629,24 @@ def _assignment_lower_float(low: np.ndarray) -> np.ndarray:
         v = better
     mins = (low - v[:, None, :]).min(axis=2)
     value = mins.sum(axis=1) + v.sum(axis=1)
-    return value - gamma(2 * m + 2) * (np.abs(mins).sum(axis=1) + np.abs(v).sum(axis=1)) - TINY
+    lower = value - gamma(2 * m + 2) * (np.abs(mins).sum(axis=1) + np.abs(v).sum(axis=1)) - TINY
+    if not fixing:
+        return lower
+    rise = low - v[:, None, :] - mins[:, :, None]          # >= 0 in exact arithmetic
+    error = gamma(3) * (np.abs(low) + np.abs(v)[:, None, :] + np.abs(mins)[:, :, None])
+    return lower, np.maximum(0.0, rise - error)
 
 
-def qpb_nodes(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra, X: np.ndarray) -> np.ndarray:
+def qpb_nodes(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra, X: np.ndarray,
+              fixing: bool = False):
     """Proven lower bounds of min t(X) over permutations for stacks of node problems (A symmetric,
     B, L; k x m x m, m >= 2), by the module doc's inequality at the points X, evaluated in midpoint-radius
     arithmetic with mu from _model_error. Every matrix is a float matrix taken as exact; the
-    bound is valid for any S, T, X (the FW point only makes it strong)."""
+    bound is valid for any S, T, X (the FW point only makes it strong). With `fixing`, also
+    (k x m x m) proven lower bounds over the permutations with X_ij = 1: the same inequality,
+    whose assignment problem then fixes i to j (Anstreicher, Brixius, Goux and Linderoth, "Solving
+    large quadratic assignment problems on computational grids", 2002, Sec. 2: the reduced costs
+    of the final assignment bound the children)."""
     m = B.shape[-1]
     N = m * np.eye(m) - 1.0
     m2, m4 = float(m * m), float(m) ** 4
@@ -656,7 +667,7 @@ def qpb_nodes(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra, X:
     G, rG = _ball_add(*grad, linear, UNIT * np.abs(linear))
     low = G - rG
     low = low - (2 * UNIT * np.abs(low) + TINY)
-    lap4 = _assignment_lower_float(low)
+    lap4, rise4 = _assignment_lower_float(low, True) if fixing else (_assignment_lower_float(low), None)
     trace_S = np.trace(spec.S, axis1=-2, axis2=-1) - spec.S.sum(axis=(-2, -1)) / m
     trace_T = np.trace(spec.T, axis1=-2, axis2=-1) - spec.T.sum(axis=(-2, -1)) / m
     flows = A.sum(axis=(-2, -1)) * B.sum(axis=(-2, -1)) / m2
@@ -667,14 +678,20 @@ def qpb_nodes(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra, X:
     radii = [r_constant, mu * (m - 1) * 1e-12, rh4 / m4 * (1 + 1e-12), mu * rn4 / m4 * (1 + 1e-12)]
     total = sum(terms)
     error = sum(radii) + gamma(16) * sum(np.abs(t) for t in terms)
-    return total - error - TINY
+    bound = total - error - TINY
+    if not fixing:
+        return bound
+    fixed = bound[:, None, None] + rise4 / m4 * (1 - 2 * UNIT)
+    return bound, fixed - 2 * UNIT * np.abs(fixed) - TINY
 
 
-def node_qpbs(A: np.ndarray, B: np.ndarray, L: np.ndarray, steps: int = NODE_FW_STEPS) -> np.ndarray:
+def node_qpbs(A: np.ndarray, B: np.ndarray, L: np.ndarray, steps: int = NODE_FW_STEPS, fixing: bool = False):
     """Each node problem's QPB (stacks A symmetric, B, L): Frank-Wolfe's point (node_points), proven
-    there (qpb_nodes); a problem of one slot is its linear cost."""
+    there (qpb_nodes, also its bounds with one assignment fixed when `fixing`); a problem of one
+    slot is its linear cost."""
     m = B.shape[-1]
     if m < 2:
-        return L[:, 0, 0].astype(float) if m == 1 else np.zeros(len(B))
+        bound = L[:, 0, 0].astype(float) if m == 1 else np.zeros(len(B))
+        return (bound, L.astype(float)) if fixing else bound
     spec = node_spectra(A, B)
-    return qpb_nodes(A, B, L, spec, node_points(A, B, L, spec, steps))
+    return qpb_nodes(A, B, L, spec, node_points(A, B, L, spec, steps), fixing)
