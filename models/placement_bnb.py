@@ -429,13 +429,16 @@ class BranchAndBound:
     def plan_branches(self, space: TileSpace, nodes: list[int], tree: TileSearch, bounds: np.ndarray) -> list:
         """The branches of open nodes of one depth from their QPB's bounds of their children (B x
         free stages x free slots): each node's free stage whose kids are least often below the
-        incumbent, then whose kids' bounds sum highest (Anstreicher, Brixius, Goux and Linderoth
-        2002, Sec. 3); (stage, its kids' bounds in kids order) each."""
+        incumbent (Anstreicher, Brixius, Goux and Linderoth 2002, Sec. 3), then as branch_stages
+        (the most weight to the fixed stages, then overall: on nug16b this proves in 4 400
+        expansions, where the highest sum of the kids' bounds takes 7 500); (stage, its kids'
+        bounds in kids order) each."""
         stages = np.array([tree.stages[node] for node in nodes], dtype=int).reshape(len(nodes), -1)
         slots = np.array([tree.slots[node] for node in nodes], dtype=int).reshape(len(nodes), -1)
         fixed = np.zeros((len(nodes), space.n), dtype=bool)
         fixed[np.arange(len(nodes))[:, None], stages] = True
         free_stages = np.nonzero(~fixed)[1].reshape(len(nodes), -1)
+        to_fixed, total = fixed.astype(float) @ space.C, space.C.sum(axis=1)
         symmetric = space.symmetric(slots)
         plans = []
         for k in range(len(nodes)):
@@ -443,7 +446,8 @@ class BranchAndBound:
             if symmetric[k]:      # one kid per orbit
                 kids = space.kids(list(stages[k]), list(slots[k]))
                 kid_bounds = kid_bounds[:, np.searchsorted(free_slots(space.m, slots[k:k + 1])[0], kids)]
-            row = int(np.lexsort((-kid_bounds.sum(axis=1), (kid_bounds < self.threshold).sum(axis=1)))[0])
+            below = (kid_bounds < self.threshold).sum(axis=1)
+            row = int(np.lexsort((-total[free_stages[k]], -to_fixed[k, free_stages[k]], below))[0])
             plans.append((int(free_stages[k, row]), kid_bounds[row]))
         return plans
 
