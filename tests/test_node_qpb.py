@@ -22,7 +22,11 @@ from wafopt.models.placement_bnb import bnb
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import CertificateError
 from wafopt.problems import evaluate, load
-from wafopt.problems.placement.branch_bound import TileSpace, check_bnb_frontier, path_bound
+from wafopt.problems.placement.branch_bound import (
+    TileSpace,
+    check_bnb_frontier,
+    path_bound,
+)
 from wafopt.problems.placement.projected import (
     node_points,
     node_spectra,
@@ -116,13 +120,18 @@ def test_a_node_qpb_never_exceeds_its_best_completion(inst, data):
     stages = data.draw(st.permutations(range(space.n)))[:depth + 1]
     slots = data.draw(st.permutations(range(space.m)))[:depth + 1]
     value = space.qpb_children_batch([(stages[:-1], slots[:-1], stages[-1], np.array(slots[-1:]))])[0][0]
-    free_stages = [i for i in range(space.n) if i not in stages]
+    assert value <= best_completion(space, stages, slots) + 1e-9
+
+
+def best_completion(space: TileSpace, stages: list, slots: list) -> float:
+    """The least full Eq. 2 objective over the plans with `stages` at `slots`, by brute force."""
+    rest = [i for i in range(space.n) if i not in stages]
     rows = []
-    for chosen in permutations([k for k in range(space.m) if k not in slots], len(free_stages)):
+    for chosen in permutations([k for k in range(space.m) if k not in slots], len(rest)):
         row = np.empty(space.n, dtype=int)
-        row[stages], row[free_stages] = slots, chosen
+        row[stages], row[rest] = slots, chosen
         rows.append(row)
-    assert value <= float(space.fit(np.array(rows)).min()) + 1e-9     # the full Eq. 2 objective
+    return float(space.fit(np.array(rows)).min())
 
 
 @PROPERTY
@@ -140,13 +149,7 @@ def test_a_grandchilds_bound_from_its_parents_qpb_never_exceeds_its_best_complet
     free_stages = [i for i in range(space.n) if i not in stages[:-1]]
     free = [k for k in range(space.m) if k not in slots[:-1]]
     value = below[0][0][free_stages.index(stages[-1]), free.index(slots[-1])]
-    rest = [i for i in range(space.n) if i not in stages]
-    rows = []
-    for chosen in permutations([k for k in range(space.m) if k not in slots], len(rest)):
-        row = np.empty(space.n, dtype=int)
-        row[stages], row[rest] = slots, chosen
-        rows.append(row)
-    assert value <= float(space.fit(np.array(rows)).min()) + 1e-9
+    assert value <= best_completion(space, stages, slots) + 1e-9
     assert path_bound(space, stages, slots) >= value       # the checker takes it too
 
 
