@@ -113,14 +113,21 @@ def test_node_qpb_holds_at_any_point(data):
 @PROPERTY
 @given(integer_instances(), st.data())
 def test_a_node_qpb_never_exceeds_its_best_completion(inst, data):
-    space = TileSpace(inst, data.draw(st.sampled_from(inst.layouts)))
-    if not space.qpb_valid:
+    space, stages, slots = drawn_node(inst, data, 1)
+    if space is None:
         return
-    depth = data.draw(st.integers(0, space.n - 2))
-    stages = data.draw(st.permutations(range(space.n)))[:depth + 1]
-    slots = data.draw(st.permutations(range(space.m)))[:depth + 1]
     value = space.qpb_children_batch([(stages[:-1], slots[:-1], stages[-1], np.array(slots[-1:]))])[0][0]
     assert value <= best_completion(space, stages, slots) + 1e-9
+
+
+def drawn_node(inst, data, extra: int):
+    """A tile shape where QPB is proven (else None) and a node with depth + `extra` fixed stages."""
+    space = TileSpace(inst, data.draw(st.sampled_from(inst.layouts)))
+    if not space.qpb_valid:
+        return None, None, None
+    depth = data.draw(st.integers(0, space.n - 2))
+    return (space, data.draw(st.permutations(range(space.n)))[:depth + extra],
+            data.draw(st.permutations(range(space.m)))[:depth + extra])
 
 
 def best_completion(space: TileSpace, stages: list, slots: list) -> float:
@@ -139,12 +146,9 @@ def best_completion(space: TileSpace, stages: list, slots: list) -> float:
 def test_a_grandchilds_bound_from_its_parents_qpb_never_exceeds_its_best_completion(inst, data):
     """qpb_children_batch with fixing bounds each child of a node (one more stage at a free slot)
     by the node's QPB: never above that child's best completion (faults, Mem_pairs, tiles)."""
-    space = TileSpace(inst, data.draw(st.sampled_from(inst.layouts)))
-    if not space.qpb_valid:
+    space, stages, slots = drawn_node(inst, data, 2)
+    if space is None:
         return
-    depth = data.draw(st.integers(0, space.n - 2))
-    stages = data.draw(st.permutations(range(space.n)))[:depth + 2]
-    slots = data.draw(st.permutations(range(space.m)))[:depth + 2]
     _, below = space.qpb_children_batch([(stages[:-2], slots[:-2], stages[-2], np.array([slots[-2]]))], fixing=True)
     free_stages = [i for i in range(space.n) if i not in stages[:-1]]
     free = [k for k in range(space.m) if k not in slots[:-1]]
