@@ -87,7 +87,7 @@ INTERRUPTED_TREE_TOKENS = 1_000_000   # the certificate's tree after Ctrl-C (wri
 WRITE_S_TOKEN = 7e-7       # seconds to write the certificate and the solution per tree token, and per
 WRITE_S_NODE = 4e-6        # expanded node when the tree must be cut (cut_for; measured on nug20/21: about
                            # 6.4e-7 a token at 6 and 16 million): the search stops this much before its deadline
-MAX_OPEN = 4_000_000       # open nodes kept best-first (about 450 bytes each); beyond them the search
+MAX_OPEN = 4_000_000       # open nodes kept best-first (about 600 bytes each on nug20); beyond them the search
                            # goes depth first, BATCH siblings at a time
 BATCH = 32                 # open nodes of one depth bounded together (numpy over the batch)
 BATCH_SPREAD = 1.0         # ... whose bounds are at most this above the level's best
