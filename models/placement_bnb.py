@@ -445,7 +445,7 @@ class BranchAndBound:
             kid_bounds = bounds[k]
             if symmetric[k]:      # one kid per orbit
                 kids = space.kids(list(stages[k]), list(slots[k]))
-                kid_bounds = kid_bounds[:, np.searchsorted(free_slots(space.m, slots[k:k + 1])[0], kids)]
+                kid_bounds = kid_bounds[:, space.kid_columns(slots[k], kids)]
             below = (kid_bounds < self.threshold).sum(axis=1)
             row = int(np.lexsort((-total[free_stages[k]], -to_fixed[k, free_stages[k]], below))[0])
             plans.append((int(free_stages[k, row]), kid_bounds[row]))
@@ -484,12 +484,10 @@ class BranchAndBound:
         for j, k in enumerate(full):
             kids[k] = free[j]
         branches = candidates[:, 0].copy()
-        plans = [tree.planned.pop(node, None) for node in nodes]
+        plans = [tree.planned.pop(node, None) for node in nodes]   # a node with a QPB: its branch and kids' bounds
         planned = np.array([plan is not None for plan in plans])
-        floors = [None if plan is None else plan[1] for plan in plans]
-        for k, plan in enumerate(plans):
-            if plan is not None:
-                branches[k] = plan[0]
+        floors = [plan[1] if plan else None for plan in plans]
+        branches[planned] = [plan[0] for plan in plans if plan]
         depth = stages.shape[1] + 1      # of the children (the nodes of one batch have one depth)
         qpb_due = self.qpb_wanted(depth)
         lazy = tree.least() + LAZY_MARGIN if sparse else math.inf

@@ -132,6 +132,11 @@ class TileSpace:
         images = self._group[acting][:, free]
         return free[images.min(axis=0) == free]
 
+    def kid_columns(self, slots, kids) -> np.ndarray:
+        """Where a node's kids sit among its free slots (ascending), e.g. in the columns of its
+        children's bounds from qpb_children_batch with fixing."""
+        return np.searchsorted(free_slots(self.m, np.asarray([slots], dtype=int).reshape(1, -1))[0], kids)
+
     def symmetric(self, slots: np.ndarray) -> np.ndarray:
         """For nodes with used slots (B, d): whether a symmetry other than the identity fixes
         every used slot (then `kids` keeps one slot per orbit; else every free slot is a kid)."""
@@ -485,7 +490,7 @@ def fixed_kids(space: TileSpace, node, bounds: np.ndarray) -> np.ndarray:
     slot (qpb_children_batch with fixing: free stages by free slots, both ascending)."""
     stages, slots, branch, kids = node[:4]
     row = branch - sum(1 for s in stages if s < branch)
-    return bounds[row, np.searchsorted(free_slots(space.m, np.asarray([slots], dtype=int).reshape(1, -1))[0], kids)]
+    return bounds[row, space.kid_columns(slots, kids)]
 
 
 def root_bound(space: TileSpace) -> float:
