@@ -432,6 +432,7 @@ def entry_value(C: np.ndarray, D: np.ndarray, entry, quadratic: bool, where: str
 
 NODE_FW_STEPS = 20     # Frank-Wolfe steps of a node's QPB (nug20: 20 steps give 120 of the 138 that 500 give)
 TINY = 1e-300          # against underflow in the radii
+FW_CHUNK = 64          # Frank-Wolfe steps between two checks of the deadline
 
 
 def norm_up(M: np.ndarray):
@@ -512,57 +513,38 @@ def frank_wolfe(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, S: np.ndarra
                 start: np.ndarray | None = None, deadline: float | None = None, stopped=lambda: False):
     """Frank-Wolfe on the convex relaxation min h(X - P) + <L + (2/m) r s^T, X> + constant over the
     doubly stochastic X, for a stack of problems (k x m x m; A symmetric), from P or `start`: each
-    step solves one assignment problem on the gradient (its vertex), steps to it by the exact line
-    search of a quadratic, and evaluates the Frank-Wolfe lower bound
-    f(X) + min_vertex <grad f(X), vertex - X>, valid at every X by convexity; a problem stops where
-    its slope is no longer negative, all of them at `steps`, `deadline` or `stopped()`.
+    step solves one assignment problem on the gradient (its vertex; warm-started from the previous
+    step's column potentials), steps to it by the exact line search of a quadratic, and evaluates
+    the Frank-Wolfe lower bound f(X) + min_vertex <grad f(X), vertex - X>, valid at every X by
+    convexity; a problem stops where its slope is no longer negative, all of them at `steps`,
+    `deadline` or `stopped()` (checked every FW_CHUNK steps). The steps are compiled
+    (frank_wolfe_kernel), one problem at a time.
     Returns (each problem's best lower bound in floats, the iterate that gave it, the step that
     gave it, the last iterates, the steps run)."""
+    from wafopt.problems.placement.frank_wolfe_kernel import steps_batch  # lazy: numba, 0.1 s and ~100 MB
+
     k, m = B.shape[0], B.shape[-1]
+    A, B, S, T = (np.ascontiguousarray(M, dtype=float) for M in (A, B, S, T))
     L = np.zeros((k, m, m)) if L is None else L
-    linear = (2.0 / m) * A.sum(axis=-1)[:, :, None] * B.sum(axis=-1)[:, None, :] + L
-    constant = (np.trace(S, axis1=1, axis2=2) - S.sum(axis=(1, 2)) / m + np.trace(T, axis1=1, axis2=2)
-                - T.sum(axis=(1, 2)) / m - A.sum(axis=(1, 2)) * B.sum(axis=(1, 2)) / m ** 2)
+    linear = np.ascontiguousarray((2.0 / m) * A.sum(axis=-1)[:, :, None] * B.sum(axis=-1)[:, None, :] + L)
+    constant = np.ascontiguousarray(np.trace(S, axis1=1, axis2=2) - S.sum(axis=(1, 2)) / m
+                                    + np.trace(T, axis1=1, axis2=2) - T.sum(axis=(1, 2)) / m
+                                    - A.sum(axis=(1, 2)) * B.sum(axis=(1, 2)) / m ** 2)
     P = np.full((k, m, m), 1.0 / m)
     WP = A @ P @ B - S @ P - P @ T          # W(X) = AXB - SX - XT; h's gradient is 2 W(X - P)
-    X = P.copy() if start is None else start.copy()
+    X = P.copy() if start is None else np.array(start, dtype=float)
     WX = A @ X @ B - S @ X - X @ T
     h = ((X - 1.0 / m) * (WX - WP)).sum(axis=(1, 2))
-    best, best_X, best_step = np.full(k, -np.inf), X.copy(), np.zeros(k, dtype=int)
+    best, best_X, best_step = np.full(k, -np.inf), X.copy(), np.zeros(k, dtype=np.int64)
     going = np.ones(k, dtype=bool)
-    node, rows = np.arange(k)[:, None], np.arange(m)[None, :]
-    cols = np.tile(np.arange(m), (k, 1))
-    step = 0
-    for step in range(steps):
-        if not going.any() or stopped() or (deadline is not None and step % 16 == 0 and time.monotonic() >= deadline):
-            break
-        W = WX - WP
-        grad = 2 * W + linear
-        for i in np.flatnonzero(going):      # a stopped problem keeps its vertex (its step is 0)
-            cols[i] = linear_sum_assignment(grad[i])[1]
-        inverse = np.argsort(cols, axis=1)
-        slope_to = grad[node, rows, cols].sum(axis=1)
-        at_X = (grad * X).sum(axis=(1, 2))
-        lower = h + (linear * X).sum(axis=(1, 2)) + constant + slope_to - at_X
-        better = going & (lower > best)
-        best[better], best_X[better], best_step[better] = lower[better], X[better], step
-        W_vertex = A @ B[node, cols] - S[node[:, :, None], rows[:, :, None], inverse[:, None, :]] - T[node, cols]
-        d = -X
-        d[node, rows, cols] += 1.0
-        Wd = W_vertex - WX
-        curvature = (d * Wd).sum(axis=(1, 2))
-        slope = slope_to - at_X
-        going &= slope < 0
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):   # curvature 0: a full step
-            exact = -slope / (2 * curvature)
-        size = np.where(curvature > 0, np.minimum(1.0, exact), 1.0)
-        size = np.where(going, size, 0.0)
-        h += size * 2 * (W * d).sum(axis=(1, 2)) + size ** 2 * curvature
-        X = X + size[:, None, None] * d
-        WX = WX + size[:, None, None] * Wd
-        if step % 64 == 63:     # against drift
-            h = ((X - 1.0 / m) * (WX - WP)).sum(axis=(1, 2))
-    return best, best_X, best_step, X, step + 1
+    potentials = np.zeros((k, m + 1))
+    done = 0
+    while done < steps and going.any() and not stopped() and not (deadline is not None and time.monotonic() >= deadline):
+        count = min(FW_CHUNK, steps - done)
+        steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_step, going, potentials,
+                    done, count)
+        done += count
+    return best, best_X, best_step, X, done
 
 
 def node_points(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra,

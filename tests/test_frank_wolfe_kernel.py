@@ -1,0 +1,88 @@
+"""The compiled Frank-Wolfe steps: the assignment problems they solve are optimal from a cold and
+from any warm start, a problem's steps do not depend on its batch or on how the steps are
+chunked, more steps never lower the best bound, and a non-finite gradient stops a problem
+instead of looping."""
+
+from __future__ import annotations
+
+from itertools import pairwise, permutations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wafopt.problems.placement import projected
+from wafopt.problems.placement.frank_wolfe_kernel import assignment
+from wafopt.problems.placement.projected import frank_wolfe, node_spectra
+
+PROPERTY = settings(max_examples=60, deadline=None, derandomize=True)
+
+
+def solve(cost: np.ndarray, v: np.ndarray | None = None):
+    m = len(cost)
+    cols = np.full(m, -1, dtype=np.int64)
+    potentials = np.zeros(m + 1) if v is None else v.copy()
+    scratch = (np.empty(m + 1), np.empty(m + 1, dtype=np.int64), np.empty(m + 1, dtype=np.int64),
+               np.empty(m + 1), np.empty(m + 1, dtype=bool))
+    ok = assignment(np.ascontiguousarray(cost, dtype=float), cols, potentials, v is not None, *scratch)
+    return ok, cols
+
+
+def brute_min(cost: np.ndarray) -> float:
+    m = len(cost)
+    return min(sum(cost[i, p[i]] for i in range(m)) for p in permutations(range(m)))
+
+
+@PROPERTY
+@given(st.data())
+def test_assignment_is_optimal_from_cold_and_any_warm_start(data):
+    m = data.draw(st.integers(1, 6))
+    entries = st.integers(-5, 5) if data.draw(st.booleans()) else st.floats(-1e3, 1e3, allow_nan=False)
+    cost = np.array(data.draw(st.lists(entries, min_size=m * m, max_size=m * m)), dtype=float).reshape(m, m)
+    warm = np.array(data.draw(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=m + 1, max_size=m + 1)))
+    for v in (None, warm):
+        ok, cols = solve(cost, v)
+        assert ok
+        assert sorted(cols) == list(range(m))
+        assert np.isclose(cost[np.arange(m), cols].sum(), brute_min(cost), rtol=1e-9, atol=1e-6)
+
+
+def test_a_non_finite_cost_is_refused_not_looped_on():
+    cost = np.full((3, 3), np.nan)
+    assert not solve(cost)[0]
+
+
+def random_problems(k: int, m: int, seed: int):
+    rng = np.random.default_rng(seed)
+    A = np.triu(rng.integers(0, 9, (k, m, m)), 1).astype(float)
+    A = A + np.swapaxes(A, 1, 2)
+    points = rng.integers(0, 4, (k, m, 2))
+    B = np.abs(points[:, :, None, :] - points[:, None, :, :]).sum(axis=3).astype(float)
+    L = rng.integers(0, 20, (k, m, m)).astype(float)
+    return A, B, L, node_spectra(A, B)
+
+
+def test_a_problems_steps_are_its_own_in_any_batch():
+    A, B, L, spec = random_problems(5, 7, 3)
+    together = frank_wolfe(A, B, L, spec.S, spec.T, 40)
+    for i in range(5):
+        alone = frank_wolfe(A[i:i + 1], B[i:i + 1], L[i:i + 1], spec.S[i:i + 1], spec.T[i:i + 1], 40)
+        assert alone[0][0] == together[0][i]
+        assert np.array_equal(alone[1][0], together[1][i])
+
+
+def test_chunking_the_steps_changes_nothing(monkeypatch):
+    A, B, L, spec = random_problems(3, 8, 4)
+    whole = frank_wolfe(A, B, L, spec.S, spec.T, 150)
+    monkeypatch.setattr(projected, "FW_CHUNK", 7)
+    chunked = frank_wolfe(A, B, L, spec.S, spec.T, 150)
+    assert np.array_equal(whole[0], chunked[0])
+    assert np.array_equal(whole[1], chunked[1])
+
+
+def test_more_steps_never_lower_the_best_bound():
+    A, B, L, spec = random_problems(6, 9, 5)
+    bounds = [frank_wolfe(A, B, L, spec.S, spec.T, steps)[0] for steps in (1, 5, 20, 80)]
+    for fewer, more in pairwise(bounds):
+        assert np.all(more >= fewer)
+    assert np.any(bounds[-1] > bounds[0])

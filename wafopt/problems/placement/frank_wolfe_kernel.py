@@ -1,0 +1,179 @@
+"""Compiled Frank-Wolfe steps of the convex QAP relaxation (projected.frank_wolfe's inner loop).
+
+Each problem of a stack runs its own steps (a problem's result never depends on the others in
+the batch). Matrix products are explicit loops in a fixed order, so the search's processes and
+the checker get the same points (no BLAS, whose blocking may depend on sizes and threads).
+Nothing here is proven: the bound is proven afterwards from the point returned
+(projected.qpb_nodes), and an assignment that is not optimal only weakens it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+def compiled(function):
+    """numba's compiled function, cached on disk where numba finds a writable place (beside this
+    module, else the user's cache directory), compiled anew in each process where it finds none."""
+    try:
+        return njit(cache=True)(function)
+    except RuntimeError:         # no writable cache location
+        return njit(function)
+
+
+@compiled
+def assignment(cost, cols, v, warm, u, row_of, way, dist, used):
+    """cols[i] = the column of row i in a minimum-cost assignment of the square `cost`, by
+    shortest augmenting paths (Dijkstra on reduced costs) with row and column potentials u, v.
+    With `warm`, v (length m + 1, index 0 the virtual column every path starts from) is a
+    previous problem's and every row first takes its cheapest column if it is free; otherwise
+    everything starts at zero. On return v holds this problem's column potentials. u, row_of,
+    way, dist, used: scratch of length m + 1. False (cols undefined) where `cost` is not finite."""
+    m = cost.shape[0]
+    for j in range(m + 1):
+        row_of[j] = -1
+        if not warm:
+            v[j] = 0.0
+    for i in range(m):                       # u feasible for every row: reduced costs >= 0
+        low = np.inf
+        arg = 0
+        for j in range(1, m + 1):
+            reduced = cost[i, j - 1] - v[j]
+            if reduced < low:
+                low = reduced
+                arg = j
+        u[i] = low
+        if warm and row_of[arg] < 0:
+            row_of[arg] = i
+    free_row = np.zeros(m, dtype=np.bool_)
+    free_row[:] = True
+    for j in range(1, m + 1):
+        if row_of[j] >= 0:
+            free_row[row_of[j]] = False
+    for i in range(m):
+        if not free_row[i]:
+            continue
+        row_of[0] = i
+        col = 0
+        for j in range(m + 1):
+            dist[j] = np.inf
+            used[j] = False
+            way[j] = 0
+        while True:
+            used[col] = True
+            r = row_of[col]
+            delta = np.inf
+            nxt = 0
+            for j in range(1, m + 1):
+                if not used[j]:
+                    reduced = cost[r, j - 1] - u[r] - v[j]
+                    if reduced < dist[j]:
+                        dist[j] = reduced
+                        way[j] = col
+                    if dist[j] < delta:
+                        delta = dist[j]
+                        nxt = j
+            for j in range(m + 1):
+                if used[j]:
+                    u[row_of[j]] += delta
+                    v[j] -= delta
+                else:
+                    dist[j] -= delta
+            if nxt == 0:             # no finite reduced cost (NaN or inf in `cost`)
+                return False
+            col = nxt
+            if row_of[col] < 0:
+                break
+        while col != 0:              # flip the path back to the virtual column
+            prev = way[col]
+            row_of[col] = row_of[prev]
+            col = prev
+    for j in range(1, m + 1):
+        cols[row_of[j]] = j - 1
+    return True
+
+
+@compiled
+def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_step, going,
+                potentials, first, count):
+    """Frank-Wolfe steps first .. first + count - 1 of every going problem of the stack, in place
+    (X, WX, h, best, best_X, best_step, going, and each problem's column potentials of its last
+    assignment, k x (m + 1), which warm-start its next one after step 0): the assignment on the
+    gradient 2 W(X - P) + linear, the lower bound there, the exact line search of the quadratic
+    toward that vertex. Steps are numbered from the start of the run, so chunking them changes
+    nothing."""
+    k, m = X.shape[0], X.shape[1]
+    cols = np.empty(m, dtype=np.int64)
+    inverse = np.empty(m, dtype=np.int64)
+    u = np.empty(m + 1)
+    row_of = np.empty(m + 1, dtype=np.int64)
+    way = np.empty(m + 1, dtype=np.int64)
+    dist = np.empty(m + 1)
+    used = np.empty(m + 1, dtype=np.bool_)
+    W = np.empty((m, m))
+    grad = np.empty((m, m))
+    Wd = np.empty((m, m))
+    d = np.empty((m, m))
+    for p in range(k):
+        for step in range(first, first + count):
+            if not going[p]:
+                break
+            for i in range(m):
+                for j in range(m):
+                    W[i, j] = WX[p, i, j] - WP[p, i, j]
+                    grad[i, j] = 2.0 * W[i, j] + linear[p, i, j]
+            if not assignment(grad, cols, potentials[p], step > 0, u, row_of, way, dist, used):
+                going[p] = False
+                break
+            slope_to = 0.0
+            for i in range(m):
+                slope_to += grad[i, cols[i]]
+                inverse[cols[i]] = i
+            at_X = 0.0
+            lin_X = 0.0
+            for i in range(m):
+                for j in range(m):
+                    at_X += grad[i, j] * X[p, i, j]
+                    lin_X += linear[p, i, j] * X[p, i, j]
+            lower = h[p] + lin_X + constant[p] + slope_to - at_X
+            if lower > best[p]:
+                best[p] = lower
+                best_X[p] = X[p]
+                best_step[p] = step
+            slope = slope_to - at_X
+            if not slope < 0:
+                going[p] = False
+                break
+            # Wd = W(vertex) - W(X), W(vertex) = A B[cols] - S[:, inverse] - T[cols]; d = vertex - X
+            for i in range(m):
+                for j in range(m):
+                    Wd[i, j] = -S[p, i, inverse[j]] - T[p, cols[i], j] - WX[p, i, j]
+                    d[i, j] = -X[p, i, j]
+                d[i, cols[i]] += 1.0
+                for q in range(m):
+                    a = A[p, i, q]
+                    if a != 0.0:
+                        row = cols[q]
+                        for j in range(m):
+                            Wd[i, j] += a * B[p, row, j]
+            curvature = 0.0
+            along = 0.0
+            for i in range(m):
+                for j in range(m):
+                    curvature += d[i, j] * Wd[i, j]
+                    along += W[i, j] * d[i, j]
+            size = 1.0
+            if curvature > 0:
+                size = min(1.0, -slope / (2.0 * curvature))
+            h[p] += size * 2.0 * along + size * size * curvature
+            for i in range(m):
+                for j in range(m):
+                    X[p, i, j] += size * d[i, j]
+                    WX[p, i, j] += size * Wd[i, j]
+            if step % 64 == 63:      # against drift
+                acc = 0.0
+                for i in range(m):
+                    for j in range(m):
+                        acc += (X[p, i, j] - 1.0 / m) * (WX[p, i, j] - WP[p, i, j])
+                h[p] = acc
