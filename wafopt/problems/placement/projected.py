@@ -518,10 +518,10 @@ def frank_wolfe(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, S: np.ndarra
     the Frank-Wolfe lower bound f(X) + min_vertex <grad f(X), vertex - X>, valid at every X by
     convexity; a problem stops where its slope is no longer negative, all of them at `steps`,
     `deadline` or `stopped()` (checked every FW_CHUNK steps). The steps are compiled
-    (frank_wolfe_kernel), one problem at a time.
+    (compiled.steps_batch), one problem at a time.
     Returns (each problem's best lower bound in floats, the iterate that gave it, the step that
     gave it, the last iterates, the steps run)."""
-    from wafopt.problems.placement.frank_wolfe_kernel import steps_batch  # lazy: numba, 0.1 s and ~100 MB
+    from wafopt.problems.placement.compiled import steps_batch  # lazy: numba
 
     k, m = B.shape[0], B.shape[-1]
     A, B, S, T = (np.ascontiguousarray(M, dtype=float) for M in (A, B, S, T))

@@ -1,10 +1,12 @@
-"""Compiled Frank-Wolfe steps of the convex QAP relaxation (projected.frank_wolfe's inner loop).
+"""numba-compiled kernels of the placement bounds: the assignment problem (every Hungarian solve of
+the package) and the Frank-Wolfe steps of the convex QAP relaxation (projected.frank_wolfe's
+inner loop). Imported lazily: numba takes 0.1 s and about 100 MB.
 
 Each problem of a stack runs its own steps (a problem's result never depends on the others in
 the batch). Matrix products are explicit loops in a fixed order, so the search's processes and
 the checker get the same points (no BLAS, whose blocking may depend on sizes and threads).
-Nothing here is proven: the bound is proven afterwards from the point returned
-(projected.qpb_nodes), and an assignment that is not optimal only weakens it.
+Nothing here is proven: bounds are proven afterwards from the points and potentials returned
+(projected.qpb_nodes, the certificates' weak duality), and a non-optimal result only weakens them.
 """
 
 from __future__ import annotations
@@ -24,18 +26,20 @@ def compiled(function):
 
 @compiled
 def assignment(cost, cols, v, warm, u, row_of, way, dist, used):
-    """cols[i] = the column of row i in a minimum-cost assignment of the square `cost`, by
-    shortest augmenting paths (Dijkstra on reduced costs) with row and column potentials u, v.
-    With `warm`, v (length m + 1, index 0 the virtual column every path starts from) is a
-    previous problem's and every row first takes its cheapest column if it is free; otherwise
-    everything starts at zero. On return v holds this problem's column potentials. u, row_of,
-    way, dist, used: scratch of length m + 1. False (cols undefined) where `cost` is not finite."""
-    m = cost.shape[0]
+    """cols[i] = the column of row i in a minimum-cost assignment of the rows of `cost` (n x m,
+    n <= m) to distinct columns, by shortest augmenting paths (Dijkstra on reduced costs) with
+    row potentials u and column potentials v (Hungarian method, O(n^2 m)). With `warm`, v (length
+    m + 1, index 0 the virtual column every path starts from) is a previous problem's and every
+    row first takes its cheapest column if it is free; otherwise v starts at zero. On return u
+    (length >= n) and v hold this problem's potentials: u_i + v_k <= cost[i, k] up to rounding,
+    with equality on the assignment, and v <= 0 after a cold start. row_of, way, dist, used:
+    scratch of length m + 1. False (cols undefined) where `cost` is not finite."""
+    n, m = cost.shape[0], cost.shape[1]
     for j in range(m + 1):
         row_of[j] = -1
         if not warm:
             v[j] = 0.0
-    for i in range(m):                       # u feasible for every row: reduced costs >= 0
+    for i in range(n):                       # u feasible for every row: reduced costs >= 0
         low = np.inf
         arg = 0
         for j in range(1, m + 1):
@@ -46,12 +50,11 @@ def assignment(cost, cols, v, warm, u, row_of, way, dist, used):
         u[i] = low
         if warm and row_of[arg] < 0:
             row_of[arg] = i
-    free_row = np.zeros(m, dtype=np.bool_)
-    free_row[:] = True
+    free_row = np.ones(n, dtype=np.bool_)
     for j in range(1, m + 1):
         if row_of[j] >= 0:
             free_row[row_of[j]] = False
-    for i in range(m):
+    for i in range(n):
         if not free_row[i]:
             continue
         row_of[0] = i
@@ -90,7 +93,8 @@ def assignment(cost, cols, v, warm, u, row_of, way, dist, used):
             row_of[col] = row_of[prev]
             col = prev
     for j in range(1, m + 1):
-        cols[row_of[j]] = j - 1
+        if row_of[j] >= 0:
+            cols[row_of[j]] = j - 1
     return True
 
 

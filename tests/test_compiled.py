@@ -1,7 +1,7 @@
-"""The compiled Frank-Wolfe steps: the assignment problems they solve are optimal from a cold and
-from any warm start, a problem's steps do not depend on its batch or on how the steps are
-chunked, more steps never lower the best bound, and a non-finite gradient stops a problem
-instead of looping."""
+"""The compiled kernels: the assignment problems are optimal from a cold and from any warm start
+(and, rectangular, with tight dual potentials for the certificates), a problem's Frank-Wolfe
+steps do not depend on its batch or on how they are chunked, more steps never lower the best
+bound, and a non-finite cost is refused instead of looped on."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wafopt.problems.placement import projected
-from wafopt.problems.placement.frank_wolfe_kernel import assignment
+from wafopt.problems.placement.assignment import hungarian
+from wafopt.problems.placement.compiled import assignment
 from wafopt.problems.placement.projected import frank_wolfe, node_spectra
 
 PROPERTY = settings(max_examples=60, deadline=None, derandomize=True)
@@ -86,3 +87,20 @@ def test_more_steps_never_lower_the_best_bound():
     for fewer, more in pairwise(bounds):
         assert np.all(more >= fewer)
     assert np.any(bounds[-1] > bounds[0])
+
+
+@PROPERTY
+@given(st.data())
+def test_hungarian_on_rectangles_is_optimal_with_feasible_potentials(data):
+    """The certificates' assignment (rows <= columns): optimal against brute force, and its
+    potentials are dual feasible (v <= 0, u_i + v_k <= cost) and tight (they sum to the optimum)."""
+    n = data.draw(st.integers(1, 5))
+    m = data.draw(st.integers(n, 6))
+    cost = np.array(data.draw(st.lists(st.integers(-9, 9), min_size=n * m, max_size=n * m)), dtype=float).reshape(n, m)
+    col, u, v = hungarian(cost)
+    best = min(sum(cost[i, p[i]] for i in range(n)) for p in permutations(range(m), n))
+    assert len(set(col)) == n
+    assert cost[np.arange(n), col].sum() == best
+    assert np.all(v <= 0)
+    assert np.all(u[:, None] + v[None, :] <= cost + 1e-9)
+    assert np.isclose(u.sum() + v[col].sum(), best)
