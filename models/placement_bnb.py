@@ -25,7 +25,7 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
   pruned (with integer data: cannot reach incumbent - 1).
 - Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.qpb_pays): nodes with at least
   three free stages also get their convex quadratic programming bound (QPB after NODE_FW_STEPS
-  Frank-Wolfe steps, proven in floats by TileSpace.qpb_children_batch) when they are popped
+  Frank-Wolfe steps, theta refitted after THETA_STEPS, proven in floats by TileSpace.qpb_children_batch) when they are popped
   (`settle`, a batch of one depth at a time): most kept children are never popped. The same QPB
   with each free stage fixed to each free slot bounds the node's children (its assignment
   problem's reduced costs); the node branches on the stage they favour (plan_branches) and its

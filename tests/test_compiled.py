@@ -1,7 +1,8 @@
 """The compiled kernels: the assignment problems are optimal from a cold and from any warm start
 (and, rectangular, with tight dual potentials for the certificates), a problem's Frank-Wolfe
 steps do not depend on its batch or on how they are chunked, more steps never lower the best
-bound, and a non-finite cost is refused instead of looped on."""
+bound, a node's theta is Spectral.better_theta's, and a non-finite cost is refused instead of
+looped on."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from hypothesis import strategies as st
 from wafopt.problems.placement import projected
 from wafopt.problems.placement.assignment import hungarian
 from wafopt.problems.placement.compiled import assignment
-from wafopt.problems.placement.projected import frank_wolfe, node_spectra
+from wafopt.problems.placement.projected import (
+    Spectral,
+    frank_wolfe,
+    node_spectra,
+    refitted,
+)
 
 PROPERTY = settings(max_examples=60, deadline=None, derandomize=True)
 
@@ -104,3 +110,23 @@ def test_hungarian_on_rectangles_is_optimal_with_feasible_potentials(data):
     assert np.all(v <= 0)
     assert np.all(u[:, None] + v[None, :] <= cost + 1e-9)
     assert np.isclose(u.sum() + v[col].sum(), best)
+
+
+def test_a_nodes_refitted_theta_is_the_one_maximizing_its_relaxation():
+    """The compiled choice of theta at an iterate agrees with Spectral.better_theta (before its
+    canonical form), and the refitted S, T are those of that theta."""
+    A, B, L, spec = random_problems(6, 9, 6)
+    X = frank_wolfe(A, B, L, spec.S, spec.T, 10)[3]
+    refit = refitted(spec, X)
+    flipped = 0
+    for p in range(len(A)):
+        one = Spectral(spec.alpha[p], spec.beta[p], spec.WA[p], spec.WB[p], np.ones(7))
+        Y2 = np.square(one.WA.T @ X[p] @ one.WB)
+        rows = np.cumsum(Y2.sum(axis=1)[::-1])[::-1][1:]
+        cols = np.cumsum(Y2.sum(axis=0)[::-1])[::-1][1:]
+        clear = np.abs(rows - cols) > 1e-9 * (rows + cols)       # not a tie up to rounding
+        assert np.array_equal(refit.theta[p][clear], (rows > cols)[clear])
+        theirs = one.with_theta(refit.theta[p])
+        assert np.allclose(refit.S[p], theirs.S) and np.allclose(refit.T[p], theirs.T)
+        flipped += int((refit.theta[p] == 0).sum())
+    assert flipped > 0            # the refit moves theta away from all ones somewhere

@@ -62,12 +62,12 @@ def small_problem(data):
 @given(st.data())
 def test_node_qpb_is_the_exact_bound_at_its_point_and_never_above_the_optimum(data):
     A, B, L = small_problem(data)
-    spec = node_spectra(A[None], B[None])
-    X = node_points(A[None], B[None], L[None], spec)
+    X, spec = node_points(A[None], B[None], L[None], node_spectra(A[None], B[None]))
     value = qpb_nodes(A[None], B[None], L[None], spec, X)[0]
     assert value <= brute_trace(A, B, L) + 1e-9
-    # the float proof loses only rounding against the rational evaluation at the same point
-    assert value == pytest.approx(float(trace_bound(A, B, L, spectral(A, B), X[0])), rel=1e-9, abs=1e-6)
+    # the float proof loses only rounding against the rational evaluation at the same point and theta
+    exact = trace_bound(A, B, L, spectral(A, B, spec.theta[0]), X[0])
+    assert value == pytest.approx(float(exact), rel=1e-9, abs=1e-6)
     # Frank-Wolfe starts at P, where the bound is the projected eigenvalue bound
     assert value >= pb_float(A, B, L) - 1e-6 * max(1.0, abs(value))
 
@@ -79,8 +79,7 @@ def test_node_qpb_with_one_assignment_fixed_is_never_above_that_optimum(data):
     never above the best permutation with i at j, nor below the QPB itself."""
     A, B, L = small_problem(data)
     m = A.shape[0]
-    spec = node_spectra(A[None], B[None])
-    X = node_points(A[None], B[None], L[None], spec)
+    X, spec = node_points(A[None], B[None], L[None], node_spectra(A[None], B[None]))
     value, fixed = qpb_nodes(A[None], B[None], L[None], spec, X, fixing=True)
     assert value[0] == qpb_nodes(A[None], B[None], L[None], spec, X)[0]
     best = np.full((m, m), np.inf)

@@ -286,8 +286,8 @@ class TileSpace:
     def qpb_children_batch(self, nodes: list, fixing: bool = False):
         """The convex quadratic programming bound (base objective, unrounded) of the children of
         several nodes with as many fixed stages, (stages, slots, branch, kids) each: the QPB of the
-        free stages on the free slots with the cost of talking to the fixed ones at the point of
-        NODE_FW_STEPS Frank-Wolfe steps (node_points, qpb_nodes: proven in floats), plus the fixed
+        free stages on the free slots with the cost of talking to the fixed ones at the point and
+        theta of NODE_FW_STEPS Frank-Wolfe steps (node_points, qpb_nodes: proven in floats), plus the fixed
         stages' own cost, halved, plus the routing-conflict penalty among the fixed stages. It is
         at least the projected eigenvalue bound (Frank-Wolfe starts at P, where the bound is PB).
         With `fixing`, also each node's bounds of its children's own children (a list of

@@ -1,6 +1,6 @@
 """numba-compiled kernels of the placement bounds: the assignment problem (every Hungarian solve of
-the package) and the Frank-Wolfe steps of the convex QAP relaxation (projected.frank_wolfe's
-inner loop). Imported lazily: numba takes 0.1 s and about 100 MB.
+the package), the Frank-Wolfe steps of the convex QAP relaxation (projected.frank_wolfe's
+inner loop) and the choice of a node's theta at a Frank-Wolfe point (projected.refitted). Imported lazily: numba takes 0.1 s and about 100 MB.
 
 Each problem of a stack runs its own steps (a problem's result never depends on the others in
 the batch). Matrix products are explicit loops in a fixed order, so the search's processes and
@@ -181,3 +181,37 @@ def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_s
                     for j in range(m):
                         acc += (X[p, i, j] - 1.0 / m) * (WX[p, i, j] - WP[p, i, j])
                 h[p] = acc
+
+
+@compiled
+def theta_steps(WA, WB, X, theta):
+    """theta[p, k] = 1 where, in problem p's eigenbases (Y = WA^T X WB), the squared weight of Y's
+    rows after k exceeds that of its columns after k, else 0 (Spectral.better_theta; computed here
+    so that the search and the checker get the same 0s and 1s)."""
+    k, m, r = X.shape[0], X.shape[1], WA.shape[2]
+    XW = np.empty((m, r))
+    rows = np.empty(r)
+    cols = np.empty(r)
+    for p in range(k):
+        for i in range(m):
+            for j in range(r):
+                acc = 0.0
+                for q in range(m):
+                    acc += X[p, i, q] * WB[p, q, j]
+                XW[i, j] = acc
+        for j in range(r):
+            rows[j] = 0.0
+            cols[j] = 0.0
+        for i in range(r):
+            for j in range(r):
+                y = 0.0
+                for q in range(m):
+                    y += WA[p, q, i] * XW[q, j]
+                rows[i] += y * y
+                cols[j] += y * y
+        after_rows = 0.0
+        after_cols = 0.0
+        for step in range(r - 2, -1, -1):     # theta[step] weighs the rows and columns after `step`
+            after_rows += rows[step + 1]
+            after_cols += cols[step + 1]
+            theta[p, step] = 1.0 if after_rows > after_cols else 0.0

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from fractions import Fraction
 
 import numpy as np
@@ -422,15 +422,16 @@ def entry_value(C: np.ndarray, D: np.ndarray, entry, quadratic: bool, where: str
 
 # --- QPB of branch-and-bound nodes, proven in floats ----------------------------------------------
 #
-# A node's QPB is Frank-Wolfe's best point after NODE_FW_STEPS steps from P (node_points, the same
-# deterministic steps in the search and in the checker), and the module doc's inequality at that
+# A node's QPB is Frank-Wolfe's best point after NODE_FW_STEPS steps from P with theta refitted on
+# the way (node_points, the same deterministic steps in the search and in the checker), and the module doc's inequality at that
 # point evaluated in midpoint-radius arithmetic (qpb_nodes): every float result carries a proven
 # radius (Higham 2002, Sec. 3.5: |fl(a b) - a b| <= gamma_k |a||b| for products of length k).
 # mu is proven without a Cholesky factorization: in the computed eigenbases the quadratic form is
 # congruent to the diagonal alpha_i beta_j - s_i - t_j >= 0 (model_error bounds how far the true
 # form is from that model).
 
-NODE_FW_STEPS = 20     # Frank-Wolfe steps of a node's QPB (nug20: 20 steps give 120 of the 138 that 500 give)
+NODE_FW_STEPS = 40     # Frank-Wolfe steps of a node's QPB (nug20 at 120 s: 20 steps 2509, 40 2515, 60 2514)
+THETA_STEPS = 10       # ... of them before its theta is refitted at the iterate (about +5 at 20 steps)
 TINY = 1e-300          # against underflow in the radii
 FW_CHUNK = 64          # Frank-Wolfe steps between two checks of the deadline
 
@@ -488,25 +489,44 @@ def _ball_norm(value, radius) -> np.ndarray:
 class NodeSpectra:
     """Eigen-data of node problems (stacked, floats, not proven: qpb_nodes proves what comes out):
     the projected A's and B's eigenvalues (alpha ascending, beta descending) with eigenvectors in
-    R^m (WA, WB), the scalar product's dual (s, t; theta all ones) and S, T."""
+    R^m (WA, WB), the scalar product's dual (s, t) that theta (k x m - 2) picks, and S, T."""
 
     alpha: np.ndarray
     beta: np.ndarray
     WA: np.ndarray
     WB: np.ndarray
+    theta: np.ndarray
     s: np.ndarray
     t: np.ndarray
     S: np.ndarray
     T: np.ndarray
 
 
-def node_spectra(A: np.ndarray, B: np.ndarray) -> NodeSpectra:
-    """NodeSpectra of stacks A (symmetric), B (k x m x m)."""
+def node_spectra(A: np.ndarray, B: np.ndarray, theta: np.ndarray | None = None) -> NodeSpectra:
+    """NodeSpectra of stacks A (symmetric), B (k x m x m); theta all ones unless given."""
     alpha, beta, WA, WB = projected_eigen(A, B)
-    s, t = scalar_product_duals(alpha, beta, 1.0)
+    if theta is None:
+        theta = np.ones(alpha.shape[:-1] + (max(alpha.shape[-1] - 1, 0),))
+    return _with_theta(alpha, beta, WA, WB, theta)
+
+
+def _with_theta(alpha, beta, WA, WB, theta) -> NodeSpectra:
+    s, t = scalar_product_duals(alpha, beta, theta)
     S = (WA * s[..., None, :]) @ np.swapaxes(WA, -1, -2)
     T = (WB * t[..., None, :]) @ np.swapaxes(WB, -1, -2)
-    return NodeSpectra(alpha, beta, WA, WB, s, t, (S + np.swapaxes(S, -1, -2)) / 2, (T + np.swapaxes(T, -1, -2)) / 2)
+    return NodeSpectra(alpha, beta, WA, WB, theta, s, t,
+                       (S + np.swapaxes(S, -1, -2)) / 2, (T + np.swapaxes(T, -1, -2)) / 2)
+
+
+def refitted(spec: NodeSpectra, X: np.ndarray) -> NodeSpectra:
+    """The spectra with each problem's theta maximizing its relaxation at X (Spectral.better_theta,
+    computed in the compiled kernel so that the search and the checker agree)."""
+    from wafopt.problems.placement.compiled import theta_steps  # lazy: numba
+
+    theta = np.empty_like(spec.theta)
+    if theta.shape[-1]:
+        theta_steps(np.ascontiguousarray(spec.WA), np.ascontiguousarray(spec.WB), np.ascontiguousarray(X), theta)
+    return _with_theta(spec.alpha, spec.beta, spec.WA, spec.WB, theta)
 
 
 def frank_wolfe(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, S: np.ndarray, T: np.ndarray, steps: int,
@@ -548,10 +568,20 @@ def frank_wolfe(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, S: np.ndarra
 
 
 def node_points(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra,
-                steps: int = NODE_FW_STEPS) -> np.ndarray:
-    """The point of each node problem's best Frank-Wolfe lower bound after `steps` steps from P
-    (P itself where none beats it): deterministic, so the checker gets the search's points."""
-    return frank_wolfe(A, B, L, spec.S, spec.T, steps)[1]
+                steps: int = NODE_FW_STEPS) -> tuple[np.ndarray, NodeSpectra]:
+    """Each node problem's point and spectra for its QPB: THETA_STEPS Frank-Wolfe steps from P with
+    `spec`, theta refitted at the last iterate (refitted), the other steps from there with it;
+    the point of the best Frank-Wolfe lower bound of either run, with its spectra (the first run
+    starts at P, so the bound is at least PB). Deterministic: the checker gets the search's points."""
+    first = min(steps, THETA_STEPS)
+    best, X, _, last, _ = frank_wolfe(A, B, L, spec.S, spec.T, first)
+    refit = refitted(spec, last)
+    best_refit, X_refit = frank_wolfe(A, B, L, refit.S, refit.T, steps - first, start=last)[:2]
+    better = best_refit > best
+    chosen = NodeSpectra(**{f.name: np.where(better.reshape((-1,) + (1,) * (getattr(spec, f.name).ndim - 1)),
+                                             getattr(refit, f.name), getattr(spec, f.name))
+                            for f in fields(NodeSpectra)})
+    return np.where(better[:, None, None], X_refit, X), chosen
 
 
 def _model_error(A, B, spec: NodeSpectra, N: np.ndarray) -> np.ndarray:
@@ -675,5 +705,5 @@ def node_qpbs(A: np.ndarray, B: np.ndarray, L: np.ndarray, steps: int = NODE_FW_
     if m < 2:
         bound = L[:, 0, 0].astype(float) if m == 1 else np.zeros(len(B))
         return (bound, L.astype(float)) if fixing else bound
-    spec = node_spectra(A, B)
-    return qpb_nodes(A, B, L, spec, node_points(A, B, L, spec, steps), fixing)
+    X, spec = node_points(A, B, L, node_spectra(A, B), steps)
+    return qpb_nodes(A, B, L, spec, X, fixing)
