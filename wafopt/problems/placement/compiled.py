@@ -100,13 +100,17 @@ def assignment(cost, cols, v, warm, u, row_of, way, dist, used):
 
 @compiled
 def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_step, going,
-                potentials, first, count):
+                potentials, first, count, pairwise):
     """Frank-Wolfe steps first .. first + count - 1 of every going problem of the stack, in place
     (X, WX, h, best, best_X, best_step, going, and each problem's column potentials of its last
     assignment, k x (m + 1), which warm-start its next one after step 0): the assignment on the
-    gradient 2 W(X - P) + linear, the lower bound there, the exact line search of the quadratic
-    toward that vertex. Steps are numbered from the start of the run, so chunking them changes
-    nothing."""
+    gradient 2 W(X - P) + linear (the Frank-Wolfe vertex), the lower bound there, and the exact
+    line search of the quadratic along a direction: toward the vertex, or, `pairwise`, from the
+    atom with the largest gradient product to the vertex (pairwise Frank-Wolfe, Lacoste-Julien
+    and Jaggi, "On the global linear convergence of Frank-Wolfe optimization variants", 2015,
+    Alg. 2; the atoms are the call's start point and the vertices it stepped to, so a pairwise
+    run takes its steps in one call). Steps are numbered from the start of the run, so chunking
+    classic steps changes nothing."""
     k, m = X.shape[0], X.shape[1]
     cols = np.empty(m, dtype=np.int64)
     inverse = np.empty(m, dtype=np.int64)
@@ -119,7 +123,19 @@ def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_s
     grad = np.empty((m, m))
     Wd = np.empty((m, m))
     d = np.empty((m, m))
+    atoms = count + 1 if pairwise else 1     # atom 0: the start point; then vertices
+    perm = np.empty((atoms, m), dtype=np.int64)
+    W_atom = np.empty((atoms, m, m))
+    weight = np.zeros(atoms)
+    start = np.empty((m, m))
     for p in range(k):
+        n_atoms = 1
+        weight[0] = 1.0
+        if pairwise:
+            for i in range(m):
+                for j in range(m):
+                    start[i, j] = X[p, i, j]
+                    W_atom[0, i, j] = WX[p, i, j]
         for step in range(first, first + count):
             if not going[p]:
                 break
@@ -149,32 +165,78 @@ def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_s
             if not slope < 0:
                 going[p] = False
                 break
-            # Wd = W(vertex) - W(X), W(vertex) = A B[cols] - S[:, inverse] - T[cols]; d = vertex - X
+            away = -1                # classic: away from X itself
+            if pairwise:
+                most = -np.inf
+                for a in range(n_atoms):
+                    if weight[a] <= 0.0:
+                        continue
+                    product = 0.0
+                    if a == 0:
+                        for i in range(m):
+                            for j in range(m):
+                                product += grad[i, j] * start[i, j]
+                    else:
+                        for i in range(m):
+                            product += grad[i, perm[a, i]]
+                    if product > most:
+                        most = product
+                        away = a
+                slope = slope_to - most
+            # Wd = W(vertex) - W(X) (classic) or W(vertex) (pairwise, the atom's taken off below),
+            # W(vertex) = A B[cols] - S[:, inverse] - T[cols]; d = vertex - X or vertex - atom
             for i in range(m):
                 for j in range(m):
-                    Wd[i, j] = -S[p, i, inverse[j]] - T[p, cols[i], j] - WX[p, i, j]
-                    d[i, j] = -X[p, i, j]
+                    Wd[i, j] = -S[p, i, inverse[j]] - T[p, cols[i], j] - (0.0 if pairwise else WX[p, i, j])
+                    d[i, j] = -X[p, i, j] if away < 0 else (-start[i, j] if away == 0 else 0.0)
                 d[i, cols[i]] += 1.0
+                if away > 0:
+                    d[i, perm[away, i]] -= 1.0
                 for q in range(m):
                     a = A[p, i, q]
                     if a != 0.0:
                         row = cols[q]
                         for j in range(m):
                             Wd[i, j] += a * B[p, row, j]
+            largest = 1.0
+            if pairwise:
+                largest = weight[away]
+                for i in range(m):
+                    for j in range(m):
+                        W_atom[n_atoms, i, j] = Wd[i, j]     # the vertex's W, kept if it is a new atom
+                        Wd[i, j] -= W_atom[away, i, j]
             curvature = 0.0
             along = 0.0
             for i in range(m):
                 for j in range(m):
                     curvature += d[i, j] * Wd[i, j]
                     along += W[i, j] * d[i, j]
-            size = 1.0
+            size = largest
             if curvature > 0:
-                size = min(1.0, -slope / (2.0 * curvature))
+                size = min(largest, -slope / (2.0 * curvature))
             h[p] += size * 2.0 * along + size * size * curvature
             for i in range(m):
                 for j in range(m):
                     X[p, i, j] += size * d[i, j]
                     WX[p, i, j] += size * Wd[i, j]
+            if pairwise:
+                weight[away] = 0.0 if size >= largest else weight[away] - size
+                known = 0
+                for a in range(1, n_atoms):
+                    same = True
+                    for i in range(m):
+                        if perm[a, i] != cols[i]:
+                            same = False
+                            break
+                    if same:
+                        known = a
+                        break
+                if known:
+                    weight[known] += size
+                else:
+                    perm[n_atoms] = cols
+                    weight[n_atoms] = size
+                    n_atoms += 1
             if step % 64 == 63:      # against drift
                 acc = 0.0
                 for i in range(m):

@@ -422,15 +422,16 @@ def entry_value(C: np.ndarray, D: np.ndarray, entry, quadratic: bool, where: str
 
 # --- QPB of branch-and-bound nodes, proven in floats ----------------------------------------------
 #
-# A node's QPB is Frank-Wolfe's best point after NODE_FW_STEPS steps from P with theta refitted on
-# the way (node_points, the same deterministic steps in the search and in the checker), and the module doc's inequality at that
-# point evaluated in midpoint-radius arithmetic (qpb_nodes): every float result carries a proven
-# radius (Higham 2002, Sec. 3.5: |fl(a b) - a b| <= gamma_k |a||b| for products of length k).
+# A node's QPB is Frank-Wolfe's best point after NODE_FW_STEPS pairwise steps from P with theta
+# refitted on the way (node_points, the same deterministic steps in the search and in the
+# checker), and the module doc's inequality at that point evaluated in midpoint-radius arithmetic
+# (qpb_nodes): every float result carries a proven radius (Higham 2002, Sec. 3.5:
+# |fl(a b) - a b| <= gamma_k |a||b| for products of length k).
 # mu is proven without a Cholesky factorization: in the computed eigenbases the quadratic form is
 # congruent to the diagonal alpha_i beta_j - s_i - t_j >= 0 (model_error bounds how far the true
 # form is from that model).
 
-NODE_FW_STEPS = 40     # Frank-Wolfe steps of a node's QPB (nug20 at 120 s: 20 steps 2509, 40 2515, 60 2514)
+NODE_FW_STEPS = 40     # pairwise Frank-Wolfe steps of a node's QPB (nug20 at 120 s: 30 steps 2518, 40 2517, 60 2515)
 THETA_STEPS = 10       # ... of them before its theta is refitted at the iterate (about +5 at 20 steps)
 TINY = 1e-300          # against underflow in the radii
 FW_CHUNK = 64          # Frank-Wolfe steps between two checks of the deadline
@@ -530,15 +531,17 @@ def refitted(spec: NodeSpectra, X: np.ndarray) -> NodeSpectra:
 
 
 def frank_wolfe(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, S: np.ndarray, T: np.ndarray, steps: int,
-                start: np.ndarray | None = None, deadline: float | None = None, stopped=lambda: False):
+                start: np.ndarray | None = None, deadline: float | None = None, stopped=lambda: False,
+                pairwise: bool = False):
     """Frank-Wolfe on the convex relaxation min h(X - P) + <L + (2/m) r s^T, X> + constant over the
     doubly stochastic X, for a stack of problems (k x m x m; A symmetric), from P or `start`: each
     step solves one assignment problem on the gradient (its vertex; warm-started from the previous
     step's column potentials), steps to it by the exact line search of a quadratic, and evaluates
     the Frank-Wolfe lower bound f(X) + min_vertex <grad f(X), vertex - X>, valid at every X by
     convexity; a problem stops where its slope is no longer negative, all of them at `steps`,
-    `deadline` or `stopped()` (checked every FW_CHUNK steps). The steps are compiled
-    (compiled.steps_batch), one problem at a time.
+    `deadline` or `stopped()` (checked every FW_CHUNK steps). `pairwise` steps from the atom
+    (start point or earlier vertex) with the largest gradient product instead of from X, all in
+    one call (for short runs). The steps are compiled (compiled.steps_batch), one problem at a time.
     Returns (each problem's best lower bound in floats, the iterate that gave it, the step that
     gave it, the last iterates, the steps run)."""
     from wafopt.problems.placement.compiled import steps_batch  # lazy: numba
@@ -560,23 +563,24 @@ def frank_wolfe(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, S: np.ndarra
     potentials = np.zeros((k, m + 1))
     done = 0
     while done < steps and going.any() and not stopped() and not (deadline is not None and time.monotonic() >= deadline):
-        count = min(FW_CHUNK, steps - done)
+        count = steps - done if pairwise else min(FW_CHUNK, steps - done)
         steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_step, going, potentials,
-                    done, count)
+                    done, count, pairwise)
         done += count
     return best, best_X, best_step, X, done
 
 
 def node_points(A: np.ndarray, B: np.ndarray, L: np.ndarray, spec: NodeSpectra,
                 steps: int = NODE_FW_STEPS) -> tuple[np.ndarray, NodeSpectra]:
-    """Each node problem's point and spectra for its QPB: THETA_STEPS Frank-Wolfe steps from P with
-    `spec`, theta refitted at the last iterate (refitted), the other steps from there with it;
-    the point of the best Frank-Wolfe lower bound of either run, with its spectra (the first run
-    starts at P, so the bound is at least PB). Deterministic: the checker gets the search's points."""
+    """Each node problem's point and spectra for its QPB: THETA_STEPS pairwise Frank-Wolfe steps
+    from P with `spec`, theta refitted at the last iterate (refitted), the other steps from there
+    with it; the point of the best Frank-Wolfe lower bound of either run, with its spectra (the
+    first run starts at P, so the bound is at least PB). Deterministic: the checker gets the
+    search's points."""
     first = min(steps, THETA_STEPS)
-    best, X, _, last, _ = frank_wolfe(A, B, L, spec.S, spec.T, first)
+    best, X, _, last, _ = frank_wolfe(A, B, L, spec.S, spec.T, first, pairwise=True)
     refit = refitted(spec, last)
-    best_refit, X_refit = frank_wolfe(A, B, L, refit.S, refit.T, steps - first, start=last)[:2]
+    best_refit, X_refit = frank_wolfe(A, B, L, refit.S, refit.T, steps - first, start=last, pairwise=True)[:2]
     better = best_refit > best
     chosen = NodeSpectra(**{f.name: np.where(better.reshape((-1,) + (1,) * (getattr(spec, f.name).ndim - 1)),
                                              getattr(refit, f.name), getattr(spec, f.name))
