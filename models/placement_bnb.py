@@ -25,14 +25,15 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
   pruned (with integer data: cannot reach incumbent - 1).
 - Integer tiles whose root PB is above Gilmore-Lawler (TileSpace.qpb_pays): nodes with at least
   three free stages also get their convex quadratic programming bound (QPB after NODE_FW_STEPS
-  Frank-Wolfe steps, theta refitted after THETA_STEPS, proven in floats by TileSpace.qpb_children_batch) when they are popped
-  (`settle`, a batch of one depth at a time): most kept children are never popped. The same QPB
-  with each free stage fixed to each free slot bounds the node's children (its assignment
-  problem's reduced costs); the node branches on the stage they favour (plan_branches) and its
-  children keep these bounds, only the least of them also solving its assignment problem for a
-  completion. QPB stays on at a depth while a trial of QPB_TRIAL popped nodes finds it QPB_GAIN
-  above the bound the node has without it at least QPB_KEEP of the time. Nothing is stored: the
-  checker computes the QPB of every node that needs it, with the same deterministic steps.
+  pairwise Frank-Wolfe steps, theta refitted after THETA_STEPS, proven in floats by
+  TileSpace.qpb_children_batch) when they are popped (`settle`, a batch of one depth at a time):
+  most kept children are never popped. The same QPB with each free stage fixed to each free slot
+  bounds the node's children (its assignment problem's reduced costs); the node branches on the
+  stage they favour (plan_branches) and its children keep these bounds, only the least of them
+  also solving its assignment problem for a completion. QPB stays on at a depth while a trial of
+  QPB_TRIAL popped nodes finds it QPB_GAIN above the bound the node has without it at least
+  QPB_KEEP of the time. Nothing is stored: the checker computes the QPB of every node that needs
+  it, with the same deterministic steps.
 - Every tile shape is searched in turn with the same incumbent; the bound is the least over them.
 - With workers (`options.workers` > 1), subtrees in waves: the search runs here until
   4 x WAVE_GROUPS nodes are open; then each wave deals the WAVE_GROUPS x WAVE_ROOTS lowest open
