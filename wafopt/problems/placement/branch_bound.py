@@ -287,13 +287,12 @@ class TileSpace:
         """The convex quadratic programming bound (base objective, unrounded) of the children of
         several nodes with as many fixed stages, (stages, slots, branch, kids) each: the QPB of the
         free stages on the free slots with the cost of talking to the fixed ones at the point and
-        theta of NODE_FW_STEPS Frank-Wolfe steps (node_points, qpb_nodes: proven in floats), plus the fixed
-        stages' own cost, halved, plus the routing-conflict penalty among the fixed stages. It is
-        at least the projected eigenvalue bound (Frank-Wolfe starts at P, where the bound is PB).
-        With `fixing`, also each node's bounds of its children's own children (a list of
-        (kids, free stages, free slots) arrays, both ascending: the QPB inequality with that stage
-        fixed to that slot, qpb_nodes), a child's plans being among them.
-        Needs qpb_valid."""
+        theta of NODE_FW_STEPS Frank-Wolfe steps (node_points, qpb_nodes: proven in floats), plus
+        the fixed stages' own cost, halved, plus the routing-conflict penalty among the fixed
+        stages. It is at least the projected eigenvalue bound (Frank-Wolfe starts at P, where the
+        bound is PB). With `fixing`, also each node's bounds of its children's own children (a list
+        of (kids, free stages, free slots) arrays, both ascending: the QPB inequality with that
+        stage fixed to that slot, qpb_nodes), a child's plans being among them. Needs qpb_valid."""
         counts = [len(kids) for _, _, _, kids in nodes]
         group = np.repeat(np.arange(len(nodes)), counts)
         kid = np.concatenate([np.asarray(kids, dtype=int) for _, _, _, kids in nodes])

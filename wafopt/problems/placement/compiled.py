@@ -1,6 +1,7 @@
 """numba-compiled kernels of the placement bounds: the assignment problem (every Hungarian solve of
-the package), the Frank-Wolfe steps of the convex QAP relaxation (projected.frank_wolfe's
-inner loop) and the choice of a node's theta at a Frank-Wolfe point (projected.refitted). Imported lazily: numba takes 0.1 s and about 100 MB.
+the package), the Frank-Wolfe steps of the convex QAP relaxation (projected.frank_wolfe's inner
+loop) and the choice of a node's theta at a Frank-Wolfe point (projected.refitted). Imported
+lazily: numba takes 0.1 s and about 100 MB.
 
 Each problem of a stack runs its own steps (a problem's result never depends on the others in
 the batch). Matrix products are explicit loops in a fixed order, so the search's processes and
