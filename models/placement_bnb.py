@@ -6,8 +6,9 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
 
 - Best first, in batches: the open nodes are kept per depth; the depth holding the least open
   bound gives up to BATCH of its best nodes (within BATCH_SPREAD of its best bound), whose children
-  are bounded together (numpy over the batch). Beyond MAX_OPEN open nodes the search goes depth
-  first (BATCH siblings at a time), so memory stays bounded.
+  are bounded together (numpy over the batch). Beyond open_cap() open nodes (as many as half the
+  memory available at the start holds) the search goes depth first (BATCH siblings at a time), so
+  memory stays bounded.
 - Strong branching (with sparse flows, see SPARSE): a node tries the CANDIDATES free stages with
   the most weight to the fixed stages (then the most weight overall; at the root the heaviest
   stage, as in the MILP's symmetry breaking) on the cheap bounds of their children, and branches
@@ -63,6 +64,7 @@ import numpy as np
 from wafopt.models.placement_qpb import QPB_STEPS, qpb_search
 
 from wafopt.core.budget import SolveOptions
+from wafopt.core.machine import available_memory
 from wafopt.core.numeric import at_most, tolerance
 from wafopt.core.parking import park
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
@@ -87,9 +89,15 @@ FRONTIER_LISTED = 100      # open nodes listed (with their bounds) in the certif
 INTERRUPTED_TREE_TOKENS = 1_000_000   # the certificate's tree after Ctrl-C (writing takes about 0.64 s a million)
 WRITE_S_TOKEN = 7e-7       # seconds to write the certificate and the solution per tree token, and per
 WRITE_S_NODE = 4e-6        # expanded node when the tree must be cut (cut_for; measured on nug20/21: about
-                           # 6.4e-7 a token at 6 and 16 million): the search stops this much before its deadline
-MAX_OPEN = 4_000_000       # open nodes kept best-first (about 600 bytes each on nug20); beyond them the search
-                           # goes depth first, BATCH siblings at a time
+                           # 6.4e-7 a token at 6 and 16 million): the search stops this much before its deadline,
+WRITE_SAFETY = 2.0         # ... times this (nug22 after an hour on a slower machine: 29 s for an estimated 20 s)
+MAX_OPEN: int | None = None   # open nodes kept best first (None: open_cap()); beyond them the search goes
+                           # depth first, BATCH siblings at a time
+OPEN_NODE_BYTES = 1100     # the process's memory per open node, its share of the tree included (peaks of
+                           # 1.6 GB at 1.27 million open on nug20, 4.1 GB at 4 million on nug22)
+OPEN_MEMORY_SHARE = 0.5    # of the memory available when the search starts, for its open nodes
+MIN_OPEN = 100_000         # open nodes kept best first however little memory is available
+UNKNOWN_MEMORY_OPEN = 4_000_000   # ... where the available memory is unknown
 BATCH = 32                 # open nodes of one depth bounded together (numpy over the batch)
 BATCH_SPREAD = 1.0         # ... whose bounds are at most this above the level's best
 LAZY_MARGIN = 2.0          # children this far above the tree's bound keep their row-minimum bound
@@ -128,7 +136,7 @@ class TileSearch:
     children: dict = field(default_factory=dict)   # expanded node id -> its kids' node ids in slot order (-1: pruned)
     bound: dict = field(default_factory=dict)      # expanded node id -> its bound
     levels: dict = field(default_factory=dict)     # depth -> heap of open (bound, node id)
-    dive: list = field(default_factory=list)       # depth-first stack (bound, -depth, id), once MAX_OPEN are open
+    dive: list = field(default_factory=list)       # depth-first stack (bound, -depth, id), once open_cap() are open
     lazy: set = field(default_factory=set)         # open nodes kept with a weaker bound than their full one
     qpb_due: set = field(default_factory=set)      # open nodes whose QPB waits for their pop
     planned: dict = field(default_factory=dict)    # open node id -> (branch stage, its kids' bounds from the node's QPB)
@@ -179,11 +187,12 @@ class TileSearch:
         return self.queued + len(self.dive)
 
     def writing_s(self) -> float:
-        """About how long writing the certificate of the tree takes (WRITE_S_TOKEN, WRITE_S_NODE)."""
+        """How long writing the certificate of the tree may take (WRITE_S_TOKEN, WRITE_S_NODE, with
+        WRITE_SAFETY for a slower machine)."""
         tokens = 1 + self.bounded
         if tokens <= MAX_TREE_TOKENS:
-            return WRITE_S_TOKEN * tokens
-        return WRITE_S_TOKEN * MAX_TREE_TOKENS + WRITE_S_NODE * self.expanded
+            return WRITE_SAFETY * WRITE_S_TOKEN * tokens
+        return WRITE_SAFETY * (WRITE_S_TOKEN * MAX_TREE_TOKENS + WRITE_S_NODE * self.expanded)
 
     def best_level(self) -> int | None:
         """The depth whose best open node has the least bound (the deeper one on a tie)."""
@@ -238,6 +247,17 @@ class TileSearch:
                 **({"cut_at_bound": cut} if math.isfinite(cut) else {})}
 
 
+def open_cap() -> int:
+    """How many open nodes the search keeps best first: MAX_OPEN if set, else as many as
+    OPEN_MEMORY_SHARE of the memory available now holds at OPEN_NODE_BYTES each (at least MIN_OPEN)."""
+    if MAX_OPEN is not None:
+        return MAX_OPEN
+    available = available_memory()
+    if available is None:
+        return UNKNOWN_MEMORY_OPEN
+    return max(MIN_OPEN, int(OPEN_MEMORY_SHARE * available / OPEN_NODE_BYTES))
+
+
 def _ascending(heap: list):
     """A heap's entries in ascending order, without changing it (a heap of the heap's positions)."""
     frontier = [(heap[0], 0)] if heap else []
@@ -287,6 +307,7 @@ class BranchAndBound:
         self.qpb_counts: dict = {}          # depth -> [QPBs computed, clearly above the bound without it, pruned by it]
         self.qpb_off: frozenset = frozenset()  # depths where QPB did not pay in an earlier wave
         self.laps = 0                       # assignment problems solved for children's bounds
+        self.max_open = open_cap()          # open nodes kept best first
         self.started = time.monotonic()
         self._last_progress = 0.0
 
@@ -558,7 +579,7 @@ class BranchAndBound:
                qpb_due: bool = False) -> list:
         """Enter an expanded node's children in the tree: those that may hold a better plan (or
         `keep`, replaying another process's expansion) as open nodes (best first, or depth first
-        beyond MAX_OPEN; not `enqueue`: left to the caller), the others as closed leaves; `qpb_due`:
+        beyond the open-node cap; not `enqueue`: left to the caller), the others as closed leaves; `qpb_due`:
         the kept children get their QPB when popped (settle). Returns the kept children's (bound, id)."""
         n = tree.space.n
         tree.expanded += 1
@@ -587,7 +608,7 @@ class BranchAndBound:
         tree.children[node] = ids
         if not enqueue:
             return kept
-        if tree.dive or tree.pending() + len(kept) > MAX_OPEN:
+        if tree.dive or tree.pending() + len(kept) > self.max_open:
             tree.dive.extend(sorted(((b, -depth, child) for b, child in kept), reverse=True))
         else:
             heap = tree.levels.setdefault(depth, [])
@@ -602,7 +623,7 @@ class BranchAndBound:
         self.run(space, tree, deadline, until_open=4 * WAVE_GROUPS)
         while tree.pending() and not self.options.stopped() and (
                 deadline is None or time.monotonic() < deadline - tree.writing_s()):
-            dive = tree.pending() > MAX_OPEN
+            dive = tree.pending() > self.max_open
             entries = tree.pop_lowest(WAVE_GROUPS * WAVE_ROOTS)
             tree.away = entries[0][0] if entries else math.inf
             groups = [entries[g::WAVE_GROUPS] for g in range(WAVE_GROUPS)]
@@ -676,8 +697,10 @@ class BranchAndBound:
         if now - self._last_progress < PROGRESS_EVERY_S:
             return
         self._last_progress = now
+        capped = tree.dive or tree.pending() > self.max_open
         report(self.options, f"bnb {_name(space)}", self.best.value, space.rounded(tree.least()), _name(space),
-               extra=f"{tree.expanded} nodes, {tree.pending()} open")
+               extra=f"{tree.expanded} nodes, {tree.pending()} open"
+                     + (f", depth first (over the cap of {self.max_open} open)" if capped else ""))
 
 
 def root_qpb(space: TileSpace, options: SolveOptions, search: BranchAndBound) -> tuple | None:
@@ -717,7 +740,7 @@ def wave_pool(workers: int):
 def wave_task(index: int, best: Incumbent, threshold: float, deadline: float | None, qpb_off: frozenset,
               dive: bool, roots: list) -> dict:
     """One group of one wave: best first (`dive`: depth first, the tree holding more than
-    MAX_OPEN open nodes) from `roots` (stages, slots, bound, flags, plan) for WAVE_EXPANSIONS
+    its cap of open nodes) from `roots` (stages, slots, bound, flags, plan) for WAVE_EXPANSIONS
     expansions, from the wave's incumbent; returns the tree's changes, its open nodes and its
     incumbent."""
     space = _SPACES[index]
@@ -816,7 +839,7 @@ def _search_tiles(search: BranchAndBound, spaces: list, order: list, roots: list
                                    "by_depth": {str(d): dict(zip(("computed", "raised", "pruned"), c))
                                                 for d, c in sorted(search.qpb_counts.items())}},
                        "nodes": tree.expanded, "bounded": tree.bounded, "assignment_problems": search.laps,
-                       "open": tree.pending(), "root_bound": space.rounded(roots[k]),
+                       "open": tree.pending(), "open_cap": search.max_open, "root_bound": space.rounded(roots[k]),
                        "bound": space.rounded(tiles[name]["bound"]), "proven": not tree.pending(),
                        **({"waves": search.waves_run, "wave_groups": WAVE_GROUPS} if pool is not None else {})}
 

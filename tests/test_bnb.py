@@ -341,6 +341,32 @@ def test_depth_first_beyond_the_open_node_cap_stays_exact(monkeypatch):
     assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL
 
 
+def test_the_open_node_cap_follows_the_available_memory(monkeypatch):
+    """Unset, the cap holds OPEN_MEMORY_SHARE of the memory available at OPEN_NODE_BYTES a node,
+    never fewer than MIN_OPEN; unknown memory keeps the fixed cap; a set MAX_OPEN wins."""
+    from wafopt.models import placement_bnb
+
+    monkeypatch.setattr(placement_bnb, "available_memory", lambda: 8 * 2**30)
+    expected = int(placement_bnb.OPEN_MEMORY_SHARE * 8 * 2**30 / placement_bnb.OPEN_NODE_BYTES)
+    assert placement_bnb.open_cap() == expected > placement_bnb.MIN_OPEN
+    monkeypatch.setattr(placement_bnb, "available_memory", lambda: 2**20)
+    assert placement_bnb.open_cap() == placement_bnb.MIN_OPEN
+    monkeypatch.setattr(placement_bnb, "available_memory", lambda: None)
+    assert placement_bnb.open_cap() == placement_bnb.UNKNOWN_MEMORY_OPEN
+    monkeypatch.setattr(placement_bnb, "MAX_OPEN", 7)
+    assert placement_bnb.open_cap() == 7
+    lo = loaded(**TINY["1x1-fault-n6"])
+    result = solve_direct(lo.instance)
+    assert result.stats["layouts"]["1x1"]["open_cap"] == 7
+
+
+def test_available_memory_is_a_positive_byte_count():
+    from wafopt.core.machine import available_memory
+
+    available = available_memory()
+    assert available is None or (isinstance(available, int) and 0 < available < 2**50)
+
+
 def test_depth_first_with_lazy_nodes_on_a_sparse_pipeline_stays_exact(monkeypatch):
     """Diving past the open-node cap on sparse flows pops nodes kept with their row-minimum bound;
     settling one that its full bound raises puts it back among the open nodes of its depth."""

@@ -60,6 +60,27 @@ def test_a_non_finite_cost_is_refused_not_looped_on():
     assert not solve(cost)[0]
 
 
+@PROPERTY
+@given(st.data())
+def test_the_assignment_bound_from_compiled_potentials_is_tight_and_proven(data):
+    """projected._assignment_lower_float with compiled.column_potentials: at most the minimum
+    over permutations (and within rounding of it), and bound + rise[i, j] at most the minimum
+    over the permutations taking i to j."""
+    m = data.draw(st.integers(1, 5))
+    k = data.draw(st.integers(1, 3))
+    entries = st.integers(-50, 50) if data.draw(st.booleans()) else st.floats(-1e3, 1e3, allow_nan=False)
+    low = np.array(data.draw(st.lists(entries, min_size=k * m * m, max_size=k * m * m)), dtype=float)
+    low = low.reshape(k, m, m)
+    bound, rise = projected._assignment_lower_float(low, fixing=True)
+    for p in range(k):
+        best = np.full((m, m), np.inf)
+        for perm in permutations(range(m)):
+            value = low[p][np.arange(m), perm].sum()
+            best[np.arange(m), perm] = np.minimum(best[np.arange(m), perm], value)
+        assert bound[p] <= best.min() and np.isclose(bound[p], best.min(), rtol=1e-9, atol=1e-6)
+        assert np.all(rise[p] >= 0) and np.all(bound[p] + rise[p] <= best)
+
+
 def random_problems(k: int, m: int, seed: int):
     rng = np.random.default_rng(seed)
     A = np.triu(rng.integers(0, 9, (k, m, m)), 1).astype(float)
