@@ -94,7 +94,7 @@ WRITE_SAFETY = 2.0         # ... times this (nug22 after an hour on a slower mac
 MAX_OPEN: int | None = None   # open nodes kept best first (None: open_cap()); beyond them the search goes
                            # depth first, BATCH siblings at a time
 OPEN_NODE_BYTES = 1100     # the process's memory per open node, its share of the tree included (peaks of
-                           # 1.6 GB at 1.27 million open on nug20, 4.1 GB at 4 million on nug22)
+                           # 1.6 GB at 1.27 million open on nug20, 4.1 and 4.7 GB at 4 and 5.6 million on nug22)
 OPEN_MEMORY_SHARE = 0.5    # of the memory available when the search starts, for its open nodes
 MIN_OPEN = 100_000         # open nodes kept best first however little memory is available
 UNKNOWN_MEMORY_OPEN = 4_000_000   # ... where the available memory is unknown

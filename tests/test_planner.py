@@ -450,7 +450,7 @@ def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
     count = 0
     refined = {}
     splits = sizes = interleaved = 0
-    for scenario, par, size, plan, objective, bound in random_feasible_plans(1000, seed=7):
+    for scenario, par, size, plan, objective, bound in random_feasible_plans(400, seed=7):
         assert at_most(bound.value, objective), (par, size, bound.value, objective)     # full tier
         assert at_most(quick_bound(scenario, Choice(par, micro_batch=size)).value, objective), par          # quick tier
         key = (id(scenario), par, size)
@@ -461,7 +461,7 @@ def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
         splits += "layers" in plan and par.pp > 1
         sizes += size is not None and size > 1
         interleaved += par.interleave > 1
-    assert count == 1000 and splits > 100 and sizes > 0 and interleaved > 50, (splits, sizes, interleaved)
+    assert count == 400 and splits > 40 and sizes > 0 and interleaved > 20, (splits, sizes, interleaved)
 
 
 def test_the_least_communication_is_never_above_a_plans_exposed_communication():
