@@ -26,10 +26,15 @@ def _meminfo_available() -> int | None:
 def _cgroup_headroom() -> int | None:
     """The container's memory limit less its use, where a limit is set."""
     try:
-        limit, used = (open(path).read().strip() for path in CGROUP_FILES)
+        limit, used = (_read(path) for path in CGROUP_FILES)
         return None if limit == "max" else max(0, int(limit) - int(used))
     except (OSError, ValueError):
         return None
+
+
+def _read(path: str) -> str:
+    with open(path) as file:
+        return file.read().strip()
 
 
 def available_memory() -> int | None:

@@ -99,7 +99,6 @@ def assignment(cost, cols, v, warm, u, row_of, way, dist, used):
     return True
 
 
-
 @compiled
 def column_potentials(cost, v):
     """v[p] = the column potentials of an optimal assignment of each square problem cost[p] (cold
@@ -119,6 +118,7 @@ def column_potentials(cost, v):
         else:
             for j in range(m):
                 v[p, j] = 0.0
+
 
 @compiled
 def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_step, going,
