@@ -62,8 +62,8 @@ def test_a_non_finite_cost_is_refused_not_looped_on():
 
 @PROPERTY
 @given(st.data())
-def test_the_assignment_bound_from_compiled_potentials_is_tight_and_proven(data):
-    """projected._assignment_lower_float with compiled.column_potentials: at most the minimum
+def test_the_assignment_bound_from_hungarian_potentials_is_tight_and_proven(data):
+    """projected._assignment_lower_float (Hungarian potentials): at most the minimum
     over permutations (and within rounding of it), and bound + rise[i, j] at most the minimum
     over the permutations taking i to j."""
     m = data.draw(st.integers(1, 5))

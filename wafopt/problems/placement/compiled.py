@@ -100,27 +100,6 @@ def assignment(cost, cols, v, warm, u, row_of, way, dist, used):
 
 
 @compiled
-def column_potentials(cost, v):
-    """v[p] = the column potentials of an optimal assignment of each square problem cost[p] (cold
-    Hungarian: u_i + v_j <= cost[p, i, j] up to rounding, v <= 0); zero where cost[p] is not finite."""
-    k, m = cost.shape[0], cost.shape[1]
-    cols = np.empty(m, dtype=np.int64)
-    potentials = np.empty(m + 1)
-    u = np.empty(m)
-    row_of = np.empty(m + 1, dtype=np.int64)
-    way = np.empty(m + 1, dtype=np.int64)
-    dist = np.empty(m + 1)
-    used = np.empty(m + 1, dtype=np.bool_)
-    for p in range(k):
-        if assignment(cost[p], cols, potentials, False, u, row_of, way, dist, used):
-            for j in range(m):
-                v[p, j] = potentials[j + 1]
-        else:
-            for j in range(m):
-                v[p, j] = 0.0
-
-
-@compiled
 def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_step, going,
                 potentials, first, count, pairwise):
     """Frank-Wolfe steps first .. first + count - 1 of every going problem of the stack, in place
