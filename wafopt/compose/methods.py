@@ -22,7 +22,13 @@ from wafopt.core.budget import SolveOptions
 from wafopt.core.registry import CP_SAT, HIGHS, PYOMO_HIGHS, SCIPY, loads
 from wafopt.core.result import MethodResult
 from wafopt.heuristics.mem_pair import greedy_chunks
-from wafopt.heuristics.placement import descend, ga, iterated_descent, local
+from wafopt.heuristics.placement import (
+    descend,
+    descents,
+    ga,
+    local,
+    walk_start,
+)
 from wafopt.heuristics.recompute import dp_plan
 from wafopt.heuristics.routing import tcme_routes
 from wafopt.heuristics.tatp import complete_groups, tile_groups
@@ -120,11 +126,11 @@ def mem_pair_cpsat(inst, options: SolveOptions) -> MethodResult:
 class PlacementSearch:
     """The local search the exact placement methods call per tile shape (models.placement.LocalSearch)."""
     def start(self, fit, perm: np.ndarray, options: SolveOptions) -> np.ndarray:
-
+        """Iterated descent from the best pipeline walk (walk_start) and from `perm`; the better."""
         share = min(PLACEMENT_START_S, start_seconds(options, PLACEMENT_START_SHARE, PLACEMENT_START_S))
-        seconds = options.sub(share).search_seconds()
-        rng = np.random.default_rng(options.seed)
-        return iterated_descent(fit, perm, rng, time.monotonic() + seconds, max_stall=50, stop=options.stopped)[0]
+        deadline = time.monotonic() + options.sub(share).search_seconds()
+        starts = walk_start(fit, deadline, options.stopped) + [perm]
+        return descents(fit, starts, np.random.default_rng(options.seed), deadline, 50, stop=options.stopped)[0]
 
     def polish(self, fit, perm: np.ndarray, options: SolveOptions) -> np.ndarray:
 
