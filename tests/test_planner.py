@@ -296,9 +296,9 @@ def test_a_stage_that_cannot_keep_its_own_state_is_no_arc_of_the_bound():
     assert sum(split) == 96 and max(split) <= 17
 
 
-def test_infeasible_layouts_are_proven_and_never_composed():
-    result = solve(tiny())
-    rows = result.solution.stats["candidates"]
+def test_infeasible_layouts_are_proven_and_never_composed(tiny_serial):
+    _, result = tiny_serial
+    rows = result.stats["candidates"]
     infeasible = [r for r in rows if r["status"] == "infeasible"]
     assert infeasible and all(r["bound"] is None and r["note"] for r in infeasible)
     assert all(r["objective"] is None for r in infeasible)
@@ -430,7 +430,8 @@ def random_layouts(scenario, rng, count: int) -> list:
 
 def random_feasible_plans(count: int, seed: int, layouts_per_scenario: int = 12):
     """`count` random plans the evaluator accepts, on random layouts of the shipped scenarios
-    (a plan that does not fit is drawn again with full recomputation where a die overflows)."""
+    (a plan that does not fit is drawn again with full recomputation where a die overflows), each
+    with its evaluation and its layout's full bound."""
     rng = np.random.default_rng(seed)
     pools = [(scenario, random_layouts(scenario, rng, layouts_per_scenario))
              for scenario in (free(name) for name in SHIPPED)]
@@ -443,19 +444,27 @@ def random_feasible_plans(count: int, seed: int, layouts_per_scenario: int = 12)
         if not ev.feasible:
             continue
         checked += 1
-        yield scenario, par, size, plan, ev.objective, bound
+        yield scenario, par, size, plan, ev, bound
 
 
-def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
+@pytest.fixture(scope="module")
+def random_feasible_sample():
+    """One sample for the bound and the communication checks: drawing and evaluating the plans is
+    most of their time (400 plans: 66 split, 16 with micro-batches > 1, 204 interleaved)."""
+    return list(random_feasible_plans(400, seed=7))
+
+
+def test_no_random_feasible_plan_is_below_the_certified_layout_bound(random_feasible_sample):
     count = 0
     refined = {}
     splits = sizes = interleaved = 0
-    for scenario, par, size, plan, objective, bound in random_feasible_plans(400, seed=7):
+    for scenario, par, size, plan, ev, bound in random_feasible_sample:
+        objective = ev.objective
         assert at_most(bound.value, objective), (par, size, bound.value, objective)     # full tier
         assert at_most(quick_bound(scenario, Choice(par, micro_batch=size)).value, objective), par          # quick tier
         key = (id(scenario), par, size)
-        if key not in refined:   # the LP-refined tier, on the first plan of each layout
-            refined[key] = refine(layout_bound(scenario, Choice(par, micro_batch=size))).value
+        if key not in refined:   # the LP-refined tier, on the first plan of each layout (of a copy:
+            refined[key] = refine(copy.copy(bound)).value   # refine raises the bound it is given in place)
         assert at_most(refined[key], objective), (par, size, refined[key], objective)
         count += 1
         splits += "layers" in plan and par.pp > 1
@@ -464,7 +473,7 @@ def test_no_random_feasible_plan_is_below_the_certified_layout_bound():
     assert count == 400 and splits > 40 and sizes > 0 and interleaved > 20, (splits, sizes, interleaved)
 
 
-def test_the_least_communication_is_never_above_a_plans_exposed_communication():
+def test_the_least_communication_is_never_above_a_plans_exposed_communication(random_feasible_sample):
     """The plan bound's communication terms (wafopt.costmodel.network: each collective one hop
     per ring step without contention, the DP reduction and the pipeline sends likewise) against
     the evaluator's exposed TP communication, DP all-reduce and sends of every stage of random
@@ -473,8 +482,8 @@ def test_the_least_communication_is_never_above_a_plans_exposed_communication():
     from wafopt.costmodel.stage_numbers import least_stage_send_s
 
     checked = sends = 0
-    for scenario, par, size, plan, objective, bound in random_feasible_plans(150, seed=11):
-        details = evaluate("plan", scenario, plan).details
+    for scenario, par, size, plan, ev, bound in random_feasible_sample:
+        details = ev.details
         sp = plan.get("sequence_parallel")
         choice = Choice(par, schemes=details["tp_scheme"], micro_batch=size, sequence_parallel=sp)
         first = 0
@@ -501,8 +510,8 @@ def test_the_least_communication_is_never_above_a_plans_exposed_communication():
 
 @pytest.mark.slow
 def test_no_random_feasible_plan_is_below_the_certified_layout_bound_long():
-    for scenario, par, size, plan, objective, bound in random_feasible_plans(5000, seed=11):
-        assert at_most(bound.value, objective), (par, bound.value, objective)
+    for scenario, par, size, plan, ev, bound in random_feasible_plans(5000, seed=11):
+        assert at_most(bound.value, ev.objective), (par, bound.value, ev.objective)
 
 
 def test_layouts_that_cannot_fit_even_pooled_are_infeasible_for_every_plan():
@@ -521,11 +530,22 @@ def test_layouts_that_cannot_fit_even_pooled_are_infeasible_for_every_plan():
 
 # --- workers, faults, certificate -------------------------------------------------------------------
 
-def test_one_and_two_workers_give_the_same_result():
+@pytest.fixture(scope="module")
+def tiny_serial(tmp_path_factory):
+    """TINY from a file (as `certify` reads it) planned on one process, seed 3: the reference of the
+    worker and Dask runs, and the plan the candidate and certificate tests read (one run for all)."""
     from wafopt.run.runner import run
 
-    loaded = tiny()
-    one = run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=1))
+    path = tmp_path_factory.mktemp("tiny") / "tiny.yaml"
+    path.write_text(json.dumps(TINY))
+    loaded = load(path)
+    return loaded, run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=1))
+
+
+def test_one_and_two_workers_give_the_same_result(tiny_serial):
+    from wafopt.run.runner import run
+
+    loaded, one = tiny_serial
     two = run(loaded, "plan", SolveOptions(seed=3, quiet=True, workers=2))
     assert one.plan == two.plan and one.objective == two.objective and one.bound == two.bound
     assert [(r["layout"], r["status"], r["objective"]) for r in one.stats["candidates"]] == \
@@ -599,15 +619,12 @@ def test_a_faulty_wafer_is_planned_around_its_faults():
     assert at_most(result.bound.value, result.objective)
 
 
-def test_certify_rederives_the_plan_bound_and_rejects_tampering(tmp_path):
-    instance_file = tmp_path / "tiny.yaml"
-    instance_file.write_text(json.dumps(TINY))
-    loaded = load(instance_file)
-    result = solve(loaded)
-    path = result.solution.write(tmp_path / "tiny.plan.json")
+def test_certify_rederives_the_plan_bound_and_rejects_tampering(tiny_serial, tmp_path):
+    _, solution = tiny_serial
+    path = solution.write(tmp_path / "tiny.plan.json")
     report = wafopt.certify(path)
     assert report.verdict == "certified", report.lines
-    assert close(report.certified_bound, result.bound.value)
+    assert close(report.certified_bound, solution.bound)
 
     data = json.loads(path.read_text())
     raised = copy.deepcopy(data)   # a bound above what the layouts prove
@@ -654,37 +671,43 @@ def test_cli_plans_a_scenario_without_parallel_and_prints_the_candidates(tmp_pat
         assert main(["solve", str(instance_file), "--elite-share", share, "--quiet", "--out", str(out)]) == 2
 
 
-def test_the_elite_share_is_a_knob_and_every_share_keeps_the_planners_guarantees():
+@pytest.fixture(scope="module")
+def fixed_layout_plans():
+    """TINY on tp 2, pp 4 planned (seed 3) with each elite share, 0.5 the default: the knob's test
+    and the comparison with the baselines read the same runs."""
     from wafopt.run.runner import run
 
     loaded = tiny(tp=2, pp=4)
+    return loaded, {share: run(loaded, "plan", SolveOptions(quiet=True, seed=3, elite_share=share))
+                    for share in (0.0, 0.5, 1.0)}
+
+
+def test_the_elite_share_is_a_knob_and_every_share_keeps_the_planners_guarantees(fixed_layout_plans):
+    loaded, plans = fixed_layout_plans
     results = {}
-    for share in (0.0, 0.5, 1.0):
-        options = SolveOptions(quiet=True, seed=3, elite_share=share)
-        result = run(loaded, "plan", options)
+    for share, result in plans.items():
         assert result.objective is not None and at_most(result.bound, result.objective)
         results[share] = result.objective
     megatron = wafopt.solve(loaded, "megatron").objective
     assert all(megatron is None or at_most(v, megatron) for v in results.values())
 
 
-def test_planner_is_never_worse_than_megatron_or_gcmr_on_a_fixed_layout():
-    loaded = tiny(tp=2, pp=4)
-    planned = solve(loaded)
+def test_planner_is_never_worse_than_megatron_or_gcmr_on_a_fixed_layout(fixed_layout_plans):
+    loaded, plans = fixed_layout_plans
+    planned = plans[0.5]   # the default elite share
     for method in ("megatron", "gcmr"):
         base = wafopt.solve(loaded, method)
         if base.objective is not None:
             assert at_most(planned.objective, base.objective), method
 
 
-def test_a_dask_cluster_gives_the_same_result_as_a_serial_run():
+def test_a_dask_cluster_gives_the_same_result_as_a_serial_run(tiny_serial):
     distributed = pytest.importorskip("distributed")
     from wafopt.run.runner import run
 
-    loaded = tiny()
-    serial = run(loaded, "plan", SolveOptions(seed=5, quiet=True, workers=1))
+    loaded, serial = tiny_serial
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        remote = run(loaded, "plan", SolveOptions(seed=5, quiet=True, scheduler=cluster.scheduler_address))
+        remote = run(loaded, "plan", SolveOptions(seed=3, quiet=True, scheduler=cluster.scheduler_address))
     assert remote.plan == serial.plan and remote.objective == serial.objective and remote.bound == serial.bound
     assert remote.stats["workers"] == 1 and [r["status"] for r in remote.stats["candidates"]] == \
         [r["status"] for r in serial.stats["candidates"]]
@@ -724,19 +747,56 @@ def test_ctrl_c_stops_the_planner_within_2_s_and_writes_a_certifiable_plan(tmp_p
     assert report.verdict == "certified", report.lines
 
 
-def test_ablation_steps_never_lose_what_the_steps_before_found(capsys, tmp_path):
-    from wafopt.cli import main
-    from wafopt.planner.ablation import STEPS, ablation
+@pytest.fixture(scope="module")
+def ablation_run(tmp_path_factory):
+    """One `wafopt ablation` for the ablation tests (its eight steps are most of their time), on
+    TINY with 12 samples (the +DP step finds more) and `interleave: 1` fixed: the exit code, the
+    table, the rows the steps gave and what each step's solver was given fixed beyond the layout."""
+    import contextlib
+    import importlib
+    import io
 
-    rows = ablation(tiny().instance, SolveOptions(time_limit=60, quiet=True).start())
+    import wafopt.api.scenarios as api_scenarios
+    from wafopt.cli import main
+
+    module = importlib.import_module("wafopt.planner.ablation")   # the package exports a function of that name
+    seen, rows = [], []
+
+    def spy(method):
+        def run(scenario, options, **kwargs):
+            seen.append((scenario.fixed.interleave, scenario.fixed.tp_scheme))
+            return method(scenario, options, **kwargs)
+        return run
+
+    def keep(ablation):
+        def run(scenario, options):
+            rows.extend(ablation(scenario, options))
+            return rows
+        return run
+
+    data = copy.deepcopy(TINY)
+    data["training"]["global_batch"] = 12
+    data["parallel"] = {"interleave": 1}
+    path = tmp_path_factory.mktemp("ablation") / "tiny.yaml"
+    path.write_text(json.dumps(data))
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        for name in ("solve_planner", "solve_megatron", "solve_mg_wafer", "solve_gcmr"):
+            patch.setattr(module, name, spy(getattr(module, name)))
+        patch.setattr(api_scenarios, "planner_ablation", keep(api_scenarios.planner_ablation))
+        code = main(["ablation", str(path), "--time-limit", "40", "--quiet"])
+    return code, out.getvalue(), rows, seen
+
+
+def test_ablation_steps_never_lose_what_the_steps_before_found(ablation_run):
+    from wafopt.planner.ablation import STEPS
+
+    code, out, rows, _ = ablation_run
+    assert code == 0 and "+search" in out
     assert [r.step for r in rows] == list(STEPS)
     values = [r.objective for r in rows]
     assert all(v is not None for v in values) and values == sorted(values, reverse=True)
     assert rows[0].ratio == 1.0 and all(at_most(1.0, r.ratio) for r in rows)
-    instance_file = tmp_path / "tiny.yaml"
-    instance_file.write_text(json.dumps(TINY))
-    assert main(["ablation", str(instance_file), "--time-limit", "40", "--quiet"]) == 0
-    assert "+search" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -926,26 +986,12 @@ def test_candidates_text_counts_the_layouts_it_does_not_show_by_their_own_status
     assert "infeasible: 1 x" in text
 
 
-def test_ablation_steps_keep_what_the_scenario_fixes_beyond_the_layout(monkeypatch):
+def test_ablation_steps_keep_what_the_scenario_fixes_beyond_the_layout(ablation_run):
     # WATOS runs plain 1F1B: a scenario's `interleave: 1` holds in every step, the searches included
-    import importlib
+    from wafopt.planner.ablation import STEPS
 
-    module = importlib.import_module("wafopt.planner.ablation")   # the package exports a function of that name
-    seen = []
-
-    def spy(method):
-        def run(scenario, options, **kwargs):
-            seen.append((scenario.fixed.interleave, scenario.fixed.tp_scheme))
-            return method(scenario, options, **kwargs)
-        return run
-
-    for name in ("solve_planner", "solve_megatron", "solve_mg_wafer", "solve_gcmr"):
-        monkeypatch.setattr(module, name, spy(getattr(module, name)))
-    data = copy.deepcopy(TINY)
-    data["training"]["global_batch"] = 12
-    data["parallel"] = {"interleave": 1}
-    module.ablation(parse_instance(data).instance, SolveOptions(time_limit=30, quiet=True).start())
-    assert len(seen) == len(module.STEPS) and all(interleave == 1 for interleave, _ in seen)
+    *_, seen = ablation_run
+    assert len(seen) == len(STEPS) and all(interleave == 1 for interleave, _ in seen)
 
 
 @pytest.mark.parametrize("method", ["gcmr", "uniform", "megatron", "mg-wafer"])
@@ -1034,7 +1080,7 @@ def test_a_forced_recomputation_bound_is_below_every_plan_that_recomputes_so(pol
         base = free(name)
         scenario = replace(base, training=replace(base.training, recompute=True, recompute_policy=policy))
         for par, size, bound, split in random_layouts(scenario, rng, 6):
-            refined = refine(layout_bound(scenario, Choice(par, micro_batch=size))).value
+            refined = refine(copy.copy(bound)).value   # a copy: refine raises the bound it is given in place
             free_bound = layout_bound(base, Choice(par, micro_batch=size)).value   # the least over recomputing
             assert bound.value >= free_bound - 1e-9 * abs(free_bound)
             raised += bound.value > free_bound * (1 + 1e-6)

@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from wafopt.core.numeric import at_most
 from wafopt.costmodel.operators import build_layer
@@ -85,14 +83,18 @@ def test_tatp_at_any_degree_only_when_the_scenario_says_so(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
+# 6 dies; a global batch of 4 leaves dp 1, 2 or 4: the brute force below evaluates 1700 tile plans
+# (a batch of 6 adds dp 3 and 6: 1200 more, nearly all of tp 1, which every rule allows)
 TINY = {"problem": "plan", "wafer": {"rows": 2, "cols": 3, "die_tflops": 100, "dram_gb": 0.2, "dram_bw_tbps": 1,
                                      "link_bw_tbps": 0.5},
         "model": {"layers": 3, "hidden": 0, "heads": 0, "kv_heads": 0, "ffn_hidden": 0, "vocab": 500},
-        "training": {"seq": 64, "micro_batch": 1, "global_batch": 6}}
+        "training": {"seq": 64, "micro_batch": 1, "global_batch": 4}}
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(heads=st.sampled_from([3, 5, 6]), group=st.sampled_from([1, 3]), rules=st.sampled_from(["megatron", "watos"]))
+# each head count, GQA group and rule set at least once: 3 heads sharing one KV head, 5 (prime),
+# 6 without and with GQA (2 KV heads)
+@pytest.mark.parametrize("heads, group, rules", [(3, 3, "watos"), (5, 1, "megatron"), (6, 1, "watos"),
+                                                 (6, 3, "megatron")])
 def test_the_planner_never_uses_or_bounds_with_an_illegal_layout(heads, group, rules):
     """Awkward head counts and GQA on a 6-die wafer: every choice of the space is legal, and the
     certified bound lies below every legal plan of a brute force over tiles and schemes."""

@@ -289,8 +289,10 @@ def test_calibrate_with_out_leaves_the_shipped_epsilon_alone(tmp_path, capsys):
     shipped = ROOT / "wafopt" / "data" / "calibration.json"
     before = shipped.read_bytes()
     table = tmp_path / "cal.md"
-    assert main(["calibrate", "--plans", "1", "--seed", "3", "--out", str(table), "--quiet"]) == 0
-    assert "wafopt calibrate --plans 1 --seed 3" in table.read_text()
+    # the seed only picks the one random plan: seed 6's (tp 8, pp 3, dp 2, three offloads) simulates
+    # in 0.2 s, seed 3's in 6 s
+    assert main(["calibrate", "--plans", "1", "--seed", "6", "--out", str(table), "--quiet"]) == 0
+    assert "wafopt calibrate --plans 1 --seed 6" in table.read_text()
     written = json.loads(table.with_suffix(".json").read_text())
     assert written["plans"] >= 1 and written["epsilon"] == max(abs(e) for e in written["errors"])
     assert shipped.read_bytes() == before
