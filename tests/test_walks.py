@@ -3,6 +3,7 @@ walk on tiny meshes, resumable in chunks, and where the local search and bnb sta
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -146,3 +147,14 @@ def test_the_local_search_starts_from_the_best_walk(name, optimum):
     # from the serpentine alone it ends at 155 and 292; bnb's first incumbent is this plan
     path = ROOT / "instances" / "placement" / f"{name}.yaml"
     assert api.solve(path, "local", time_limit=10).objective == optimum
+
+
+def test_no_walk_search_starts_too_close_to_its_deadline():
+    # numba's first load alone could overrun a short limit: the start is then the serpentine's
+    from wafopt.heuristics.placement import WALK_MIN_S, walk_start
+    from wafopt.problems import load
+
+    inst = load(ROOT / "instances" / "placement" / "pl-sparse-16.yaml").instance
+    space = TileSpace(inst, inst.layouts[0])
+    assert walk_start(space.fit, time.monotonic() + WALK_MIN_S / 2) == []
+    assert len(walk_start(space.fit, time.monotonic() + 60)) == 1

@@ -165,11 +165,17 @@ def _per_layout(inst: PlacementInstance, options: SolveOptions, solver: str, sea
     return _result(lay, perm, solver, stats, inst.stages)
 
 
+WALK_MIN_S = 0.25   # numba's import and the compiled walk's first load take 0.1-0.8 s, past a shorter deadline
+
+
 def walk_start(fit: Fitness, deadline: float, stop=never) -> list[np.ndarray]:
     """On a pipeline, the best walk (wafopt.problems.placement.walks) as a start: the folded snakes
     that keep Mem_pair partners close are out of the descent's reach from the serpentine
-    (pl-sparse-24: 292 from it, 278 from the walk); else nothing."""
-    walk = best_walk(fit, deadline=deadline, stop=stop) if is_pipeline(fit.C) else None
+    (pl-sparse-24: 292 from it, 278 from the walk); else nothing, and nothing with less than
+    WALK_MIN_S left before the deadline."""
+    if deadline - time.monotonic() < WALK_MIN_S or not is_pipeline(fit.C):
+        return []
+    walk = best_walk(fit, deadline=deadline, stop=stop)
     return [] if walk is None else [walk[0]]
 
 
