@@ -17,7 +17,7 @@ from wafopt.core.registry import PYMOO, loads
 from wafopt.core.result import MethodResult
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
-from wafopt.problems.placement.walks import best_walk, is_pipeline
+from wafopt.problems.placement.walks import best_walk
 
 
 def base_descent(fit: Fitness, perm: np.ndarray, deadline: float | None = None, stop=never) -> np.ndarray:
@@ -173,7 +173,7 @@ def walk_start(fit: Fitness, deadline: float, stop=never) -> list[np.ndarray]:
     that keep Mem_pair partners close are out of the descent's reach from the serpentine
     (pl-sparse-24: 292 from it, 278 from the walk); else nothing, and nothing with less than
     WALK_MIN_S left before the deadline."""
-    if deadline - time.monotonic() < WALK_MIN_S or not is_pipeline(fit.C):
+    if deadline - time.monotonic() < WALK_MIN_S:
         return []
     walk = best_walk(fit, deadline=deadline, stop=stop)
     return [] if walk is None else [walk[0]]

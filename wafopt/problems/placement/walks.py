@@ -26,6 +26,7 @@ from functools import cache
 import numpy as np
 
 from wafopt.core.budget import never
+from wafopt.problems.placement.certificate import orbit_representatives
 from wafopt.problems.placement.fitness import Fitness
 
 NODES = 1_000_000      # search nodes (about 0.3 s; pl-sparse-24's optimum 278 comes after 300 000, its
@@ -45,14 +46,7 @@ def is_pipeline(C: np.ndarray) -> bool:
     return np.count_nonzero(C[~chain & ~np.eye(n, dtype=bool)]) <= DENSITY * (n - 1) * (n - 2)
 
 
-def orbit_starts(fit: Fitness) -> np.ndarray:
-    """One slot of each orbit of the layout's symmetries (those preserving D, hence the base
-    objective), ascending."""
-    group = np.array(fit.layout.symmetries).reshape(-1, fit.m)
-    return np.unique(group.min(axis=0)) if len(group) else np.arange(fit.m)
-
-
-def neighbours(fit: Fitness) -> np.ndarray:
+def slot_neighbours(fit: Fitness) -> np.ndarray:
     """(m, 4) usable slots beside each slot on the slot grid, -1 padded."""
     lay = fit.layout
     out = np.full((fit.m, 4), -1, dtype=np.int64)
@@ -70,7 +64,7 @@ class WalkSearch:
         W = np.triu(fit.C, 1)
         self.W = W + W.T                                    # base weight of each unordered pair
         self.D = np.ascontiguousarray(fit.D, dtype=float)
-        self.near = neighbours(fit)
+        self.near = slot_neighbours(fit)
         off = self.D[~np.eye(m, dtype=bool)]
         self.dmin = float(off.min()) if len(off) else 0.0
         beside = self.D[np.repeat(np.arange(m), 4), self.near.ravel()][self.near.ravel() >= 0]
@@ -104,7 +98,7 @@ class WalkSearch:
 
 @cache
 def compiled_walk_steps():
-    """walk_steps compiled (numba is imported on first use: it takes 0.1 s and about 100 MB)."""
+    """walk_steps compiled (numba is imported on first use: 0.1-0.8 s and about 100 MB)."""
     from wafopt.problems.placement.compiled import compiled
 
     return compiled(walk_steps)
@@ -180,12 +174,15 @@ def best_walk(fit: Fitness, nodes: int = NODES, deadline: float | None = None, s
               starts: np.ndarray | None = None) -> tuple[np.ndarray, float, int] | None:
     """The walk of least full objective among the KEEP of least base objective that the search
     meets within `nodes` nodes and their images under the layout's symmetries (stage 0 on each of
-    `starts` in turn, by default orbit_starts), as a permutation of the slots (stage i on perm[i],
+    `starts` in turn, by default one slot per orbit of the layout's symmetries, which preserve D and
+    so the base objective), as a permutation of the slots (stage i on perm[i],
     the free slots after), its full objective and the nodes visited; None for a layout without a
     walk of n stages or an instance that is no pipeline."""
     if not is_pipeline(fit.C):
         return None
-    starts = orbit_starts(fit) if starts is None else np.asarray(starts, dtype=np.int64)
+    if starts is None:
+        starts = orbit_representatives(fit.layout.symmetries, fit.m)
+    starts = np.asarray(starts, dtype=np.int64)
     search = WalkSearch(fit, starts)
     while not search.finished and search.nodes < nodes:
         if stop() or (deadline is not None and time.monotonic() >= deadline):
