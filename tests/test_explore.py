@@ -197,7 +197,9 @@ def test_the_time_limit_stops_a_level_between_its_tasks():
     out = Explorer(sp, WORKLOADS, slow, 0.1, workers=0, time_limit=1.0).run()
     elapsed = time.monotonic() - t0
     assert not out["proven"] and out["remaining"] and out["evaluations"]["F3"] == 0
-    assert started["F1"] <= 6 and elapsed < 10   # one task past the limit at most, not the batch's 20
+    # one task past the limit at most, not the batch's 20 (on a busy machine the coarse level may
+    # use the whole second, and no F1 task starts)
+    assert started.get("F1", 0) <= 6 and elapsed < 10
 
 
 def test_one_and_two_dask_workers_give_the_same_table():
