@@ -87,7 +87,7 @@ def best_symmetric(fit: Fitness, lay: Layout, perm: np.ndarray) -> np.ndarray:
 
 
 class LocalSearch(Protocol):
-    """The local search an exact method may use (injected by wafopt.compose.methods): `start`
+    """The local search an exact method may use (injected by wafopt.compose.placement): `start`
     improves the serpentine placement of a tile shape that has no warm start, `polish` improves a
     model's plan on the full objective when the model ignores routing conflicts."""
 

@@ -152,6 +152,22 @@ def test_child_bound_never_above_its_best_completion(inst, data):
         assert bounds[a] <= best + 1e-9 * max(1.0, best)
 
 
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(inst=tiny_instances(), data=st.data())
+def test_a_complete_assignment_is_bounded_by_its_full_objective(inst, data):
+    """The last stage's children are whole plans: their bound is the full Eq. 2 objective (the
+    base cost and the routing-conflict penalty, compiled), not only at most it."""
+    space = TileSpace(inst, inst.layouts[0])
+    n, m = space.n, space.m
+    order = data.draw(st.permutations(range(n)))
+    slots = list(data.draw(st.permutations(range(m)))[:n - 1])
+    kids = np.array(sorted(set(range(m)) - set(slots)))
+    bounds, exact, completions = space.children(list(order[:n - 1]), slots, order[n - 1], kids)
+    assert exact.all()
+    for bound, plan in zip(bounds, completions):
+        assert bound == pytest.approx(space.fit.one(np.array(plan)), rel=1e-12, abs=1e-12)
+
+
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(inst=tiny_instances(), data=st.data())
 def test_weaker_bounds_never_above_the_full_one(inst, data):

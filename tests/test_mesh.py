@@ -63,6 +63,23 @@ def test_xy_route_goes_along_the_row_first():
     assert m.xy_route((2, 2), (0, 0)) == [(2, 2), (2, 1), (2, 0), (1, 0), (0, 0)]
 
 
+
+@given(faulty_meshes(), st.randoms(use_true_random=False))
+@settings(max_examples=200, deadline=None)
+def test_xy_link_table_holds_each_route_xy_route_takes(mesh, rng):
+    # the numpy table against xy_route one pair at a time, detours around faults included; dies in
+    # any order, only pairs the healthy mesh connects
+    dies = [d for d in mesh.healthy_dies if rng.random() < 0.8]
+    rng.shuffle(dies)
+    connected = [d for d in dies if not dies or mesh.distance_matrix[mesh.index(dies[0]), mesh.index(d)] != UNREACHABLE]
+    table = mesh.xy_link_table(connected)
+    links = mesh.directed_links
+    assert table.shape == (len(connected), len(connected), len(links))
+    for a, src in enumerate(connected):
+        for b, dst in enumerate(connected):
+            used = {links[k] for k in map(int, table[a, b].nonzero()[0])}
+            assert used == set(mesh.route_links(mesh.xy_route(src, dst)))
+
 def test_link_loads_are_directed():
     m = Mesh.build(1, 3)
     loads = m.link_loads([([(0, 0), (0, 1), (0, 2)], 2.0), ([(0, 2), (0, 1)], 5.0), ([(0, 0), (0, 1)], 1.0)])

@@ -753,13 +753,12 @@ def ablation_run(tmp_path_factory):
     TINY with 12 samples (the +DP step finds more) and `interleave: 1` fixed: the exit code, the
     table, the rows the steps gave and what each step's solver was given fixed beyond the layout."""
     import contextlib
-    import importlib
     import io
 
     import wafopt.api.scenarios as api_scenarios
+    import wafopt.planner.ablation as module
     from wafopt.cli import main
 
-    module = importlib.import_module("wafopt.planner.ablation")   # the package exports a function of that name
     seen, rows = [], []
 
     def spy(method):

@@ -24,7 +24,6 @@ from wafopt.api.comparing import (
     missing_details,
 )
 from wafopt.api.instances import EXPORT_FORMATS, export, import_qaplib, schema, show
-from wafopt.api.presets import presets
 from wafopt.api.saving import SOLUTIONS_DIR, default_solution_name, save
 from wafopt.api.solving import (
     Instance,
@@ -64,10 +63,11 @@ from wafopt.core.result import Bound, Status
 from wafopt.core.version import __version__
 from wafopt.run.methods import methods
 
-# The explorer and the simulator with its reports load on first use: importing them here would add
-# ~60 ms to the start-up of every command (`wafopt --help` included).
+# The explorer, the simulator with its reports and the presets load on first use: importing them here
+# would add to the start-up of every command (`wafopt --help` included).
 _ON_FIRST_USE = {
     "wafopt.api.exploring": ("Exploration", "explore"),
+    "wafopt.api.presets": ("presets",),
     "wafopt.api.scenarios": ("AblationRun", "Calibration", "FidelityRun", "SimulationRun", "ablation", "calibrate",
                              "fidelity", "scenario",
                              "simulate", "tatp_report", "workload"),
@@ -78,7 +78,9 @@ _HOME = {name: module for module, names in _ON_FIRST_USE.items() for name in nam
 
 def __getattr__(name: str):
     if name in _HOME:
-        return getattr(import_module(_HOME[name]), name)
+        # kept here, so `presets` stays the function once its module (which the import binds here) is loaded
+        globals()[name] = found = getattr(import_module(_HOME[name]), name)
+        return found
     raise AttributeError(f"module 'wafopt.api' has no attribute {name!r}")
 
 

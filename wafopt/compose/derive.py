@@ -14,21 +14,23 @@ from __future__ import annotations
 import math
 
 from wafopt.core.errors import InstanceError
-from wafopt.hardware.cluster import require_mesh
-from wafopt.heuristics.recompute import dp_plan
-from wafopt.heuristics.tatp import tile_groups
 from wafopt.problems import Loaded, problem_module
-from wafopt.problems.mem_pair.instance import from_scenario as mem_pair_kernel
-from wafopt.problems.plan.layouts import default_placement
-from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
-from wafopt.problems.recompute.instance import plan_recompute
-from wafopt.problems.routing.instance import from_scenario as routing_kernel
-from wafopt.problems.tatp.instance import from_scenario as tatp_kernel
 
 
 def kernel_of(scenario, problem: str, placement: dict | None = None, recompute: list | None = None,
               groups: list | None = None):
     """The `problem` kernel of a scenario; decisions not given get the documented defaults."""
+    # heavy (the kernels' derivations and the heuristics behind their defaults): imported here so
+    # that a command on a kernel instance, which never derives one, does not load them
+    from wafopt.heuristics.recompute import dp_plan
+    from wafopt.heuristics.tatp import tile_groups
+    from wafopt.problems.mem_pair.instance import from_scenario as mem_pair_kernel
+    from wafopt.problems.plan.layouts import default_placement
+    from wafopt.problems.recompute.instance import from_scenario as recompute_kernel
+    from wafopt.problems.recompute.instance import plan_recompute
+    from wafopt.problems.routing.instance import from_scenario as routing_kernel
+    from wafopt.problems.tatp.instance import from_scenario as tatp_kernel
+
     if problem == "recompute":
         return recompute_kernel(scenario, placement)
     if problem == "mem_pair":
@@ -58,6 +60,9 @@ def derive(loaded: Loaded, problem: str, **decisions) -> Loaded:
         raise InstanceError(f"--problem {problem} needs a scenario instance (problem: plan), "
                             f"this is problem: {loaded.problem}", loaded.path)
     problem_module(problem)  # an unknown problem fails with the list of known ones
+    # heavy (the wafer and cluster presets): only a scenario's kernels need it
+    from wafopt.hardware.cluster import require_mesh
+
     require_mesh(loaded.instance.wafer, f"--problem {problem}", loaded.path)
     try:
         kernel = kernel_of(loaded.instance, problem, **decisions)

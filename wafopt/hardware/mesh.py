@@ -274,6 +274,39 @@ class Mesh:
         extend([src], {src})
         return sorted(out, key=len)
 
+    def xy_link_table(self, dies: Sequence[Die]) -> np.ndarray:
+        """(k, k, directed links) booleans: entry [a, b, link] says whether xy_route(dies[a], dies[b])
+        uses directed link `link` (numbered as in directed_links); no links on the diagonal. The
+        dimension-order routes are laid down in numpy a column and a row at a time (one route at a
+        time took seconds on a few hundred dies); a route meeting a fault is taken from xy_route."""
+        index = {link: k for k, link in enumerate(self.directed_links)}
+        missing = len(index)                                   # a link the route needs but lacks
+        step = {(0, 1): 0, (0, -1): 1, (1, 0): 2, (-1, 0): 3}   # E, W, S, N
+        out_link = np.full((4, self.rows, self.cols), missing)  # the directed link leaving each die
+        for (a, b), k in index.items():
+            out_link[step[(b[0] - a[0], b[1] - a[1])], a[0], a[1]] = k
+        r = np.array([d[0] for d in dies], dtype=np.int64)
+        c = np.array([d[1] for d in dies], dtype=np.int64)
+        table = np.zeros((len(dies), len(dies), missing + 1), dtype=bool)
+        src, dst = np.arange(len(dies))[:, None], np.arange(len(dies))[None, :]
+        for col in range(self.cols):        # the row leg: in the source's row, from its column to the target's
+            for direction, on_leg in ((0, (c[:, None] <= col) & (col < c[None, :])),
+                                      (1, (c[None, :] < col) & (col <= c[:, None]))):
+                a, b = np.nonzero(on_leg)
+                table[a, b, out_link[direction, r[a], col]] = True
+        for row in range(self.rows):        # the column leg: in the target's column, from the source's row
+            for direction, on_leg in ((2, (r[:, None] <= row) & (row < r[None, :])),
+                                      (3, (r[None, :] < row) & (row <= r[:, None]))):
+                a, b = np.nonzero(on_leg)
+                table[a, b, out_link[direction, row, c[b]]] = True
+        healthy = np.array([self.is_healthy(d) for d in dies], dtype=bool)
+        detours = table[:, :, missing] | ~healthy[:, None] & (src != dst)
+        for a, b in zip(*np.nonzero(detours)):
+            table[a, b] = False
+            for link in self.route_links(self.xy_route(tuple(dies[a]), tuple(dies[b]))):
+                table[a, b, index[link]] = True
+        return table[:, :, :missing]
+
     @staticmethod
     def route_links(path: Sequence[Die]) -> list[Link]:
         return [(a, b) for a, b in zip(path, path[1:])]

@@ -5,11 +5,11 @@ Modules: space (the choices a plan may make), layout_data / quick_bound / full_b
 (the bound's tiers), tighten (which bounds to raise), certificate (what `wafopt certify`
 re-derives), search (the method), compose, ga_operators / ga, parallel, design (the planner for
 one design of the exploration), ablation.
+
+METHODS is gathered by wafopt.run.methods: a reference to the method, imported when it runs
+(wafopt.core.registry.References), so that importing this package imports none of the planner.
 """
 
-from wafopt.planner.ablation import ablation
-from wafopt.planner.search import solve_planner
+METHODS = {"plan": {"plan": "wafopt.planner.search:solve_planner"}}
 
-METHODS = {"plan": {"plan": solve_planner}}   # gathered by wafopt.run.methods
-
-__all__ = ["METHODS", "ablation", "solve_planner"]
+__all__ = ["METHODS"]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from wafopt.compose import methods as kernels
 from wafopt.compose.gcmr import solve_gcmr
+from wafopt.compose.placement import placement_cpsat
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import InstanceError
 from wafopt.costmodel.layout import split_layers
@@ -317,7 +318,7 @@ def eq2_placement(fs: Scenario, plan: dict, options: SolveOptions) -> dict | Non
     inst = replace(inst, tiles=[(h, w)], pairs=pairs)
     slots = [[stage[0][0] // h, stage[0][1] // w] for pipe in plan["pipelines"] for stage in pipe]
     warm = {"tile": [h, w], "assignment": slots}
-    method = kernels.placement_cpsat if inst.stages <= 16 else placement_heuristics.ga
+    method = placement_cpsat if inst.stages <= 16 else placement_heuristics.ga
     res = method(inst, options.sub(PLACEMENT_S, warm_start=warm))
     if res.plan is None or res.plan["assignment"] == slots:
         return None

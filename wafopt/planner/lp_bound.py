@@ -89,8 +89,9 @@ def cutting_planes(d: LayoutData, starts: list, rounds: int = KELLEY_ROUNDS) -> 
 
 
 def refine(bound: LayoutBound) -> LayoutBound:
-    """The bound with (w, mu) from cutting planes over the weights and the multiplier (the dual of
-    the LP relaxation over every split), when that proves more."""
+    """Raise `bound` in place (the search keeps one bound per layout and tightens it where it
+    matters) with (w, mu) from cutting planes over the weights and the multiplier (the dual of the
+    LP relaxation over every split), when that proves more; returns it."""
     if not bound.feasible or bound.refined or bound.data is None:
         return bound
     d = bound.data

@@ -28,11 +28,8 @@ from wafopt.present.draw import (
     si,
 )
 from wafopt.present.planner import convergence_png
-from wafopt.problems import evaluate
-from wafopt.problems.placement.evaluate import evaluate as evaluate_placement
+from wafopt.problems import EVALUATORS, evaluate
 from wafopt.problems.placement.instance import Layout
-from wafopt.problems.routing.evaluate import evaluate as evaluate_routing
-from wafopt.problems.tatp.evaluate import evaluate as evaluate_tatp
 
 MAX_ARROWS = 24   # offload arrows of a plan picture beyond which only the largest are drawn
 
@@ -104,7 +101,7 @@ def draw_placement(inst: PlacementInstance, plan: dict | None, ax) -> None:
     if not plan:
         draw_mesh(ax, inst.mesh, title=f"{inst.stages} stages, tiles {[list(t) for t in inst.tiles]}")
         return
-    ev = evaluate_placement(inst, plan)
+    ev = EVALUATORS["placement"](inst, plan)
     if not ev.feasible:
         draw_mesh(ax, inst.mesh, title="infeasible plan: " + "; ".join(ev.violations[:1])[:80])
         return
@@ -170,7 +167,7 @@ def draw_mem_pair(inst: MemPairInstance, plan: dict | None, ax) -> None:
 def draw_tatp(instance: TatpInstance, plan: dict | None, ax) -> None:
     groups, names, arrows, title = {}, {}, [], f"TATP N={instance.group_size}, G={instance.groups}"
     if plan:
-        ev = evaluate_tatp(instance, plan)
+        ev = EVALUATORS["tatp"](instance, plan)
         for g, ring in enumerate(plan.get("groups", [])):
             ring = [tuple(d) for d in ring]
             names[g] = str(g)
@@ -191,7 +188,7 @@ def draw_routing(instance: RoutingInstance, plan: dict | None, ax) -> None:
     title = f"routing: {len(instance.flows)} flows"
     loads = None
     if plan:
-        ev = evaluate_routing(instance, plan)
+        ev = EVALUATORS["routing"](instance, plan)
         if ev.feasible:
             loads = mesh.link_loads(zip(plan["routes"], (f.volume for f in instance.flows)))
             peak = max(loads.values(), default=0.0) or 1.0

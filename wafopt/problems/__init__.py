@@ -14,6 +14,7 @@ Every instance file is a mapping with `problem:`, an optional `schema:` version,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,45 +22,21 @@ from typing import Any
 from wafopt.core.errors import InstanceError, PlanError
 from wafopt.core.files import check_document, display_path, excerpt, read_mapping
 from wafopt.core.limits import MAX_INSTANCE_NODES
-from wafopt.core.registry import PROBLEMS
+from wafopt.core.registry import PROBLEMS, References
 from wafopt.core.schema import SCHEMA_VERSION, Document, KnownOptimum, validate  # noqa: F401 (re-exported)
 from wafopt.problems.evaluation import Evaluation
-from wafopt.problems.mem_pair import evaluate as mem_pair_evaluate
-from wafopt.problems.mem_pair import instance as mem_pair_instance
-from wafopt.problems.mem_pair.schema import MemPairDocument
-from wafopt.problems.placement import evaluate as placement_evaluate
-from wafopt.problems.placement import instance as placement_instance
-from wafopt.problems.placement.schema import PlacementDocument
-from wafopt.problems.plan import evaluate as plan_evaluate
-from wafopt.problems.plan import instance as plan_instance
-from wafopt.problems.plan.schema import PlanDocument
-from wafopt.problems.recompute import evaluate as recompute_evaluate
-from wafopt.problems.recompute import instance as recompute_instance
-from wafopt.problems.recompute.schema import RecomputeDocument
-from wafopt.problems.routing import evaluate as routing_evaluate
-from wafopt.problems.routing import instance as routing_instance
-from wafopt.problems.routing.schema import RoutingDocument
-from wafopt.problems.tatp import evaluate as tatp_evaluate
-from wafopt.problems.tatp import instance as tatp_instance
-from wafopt.problems.tatp.schema import TatpDocument
 
 COMMON_KEYS = tuple(f.alias or name for name, f in Document.model_fields.items())
 
 # problem name -> the pydantic model of its instance files, its instance module (OBJECTIVE,
-# summary, from_scenario) and its evaluator
-DOCUMENTS: dict[str, type[Document]] = {
-    "plan": PlanDocument, "placement": PlacementDocument, "recompute": RecomputeDocument,
-    "mem_pair": MemPairDocument, "tatp": TatpDocument, "routing": RoutingDocument,
-}
-INSTANCE_MODULES = {
-    "plan": plan_instance, "placement": placement_instance, "recompute": recompute_instance,
-    "mem_pair": mem_pair_instance, "tatp": tatp_instance, "routing": routing_instance,
-}
-EVALUATORS = {
-    "plan": plan_evaluate.evaluate, "placement": placement_evaluate.evaluate,
-    "recompute": recompute_evaluate.evaluate, "mem_pair": mem_pair_evaluate.evaluate,
-    "tatp": tatp_evaluate.evaluate, "routing": routing_evaluate.evaluate,
-}
+# summary, from_scenario) and its evaluator; each imported on first use, so that a command loads
+# only the problems it reads
+_DOCUMENT_NAMES = {"plan": "PlanDocument", "placement": "PlacementDocument", "recompute": "RecomputeDocument",
+                   "mem_pair": "MemPairDocument", "tatp": "TatpDocument", "routing": "RoutingDocument"}
+DOCUMENTS: Mapping[str, type[Document]] = References(
+    {problem: f"{PROBLEMS[problem]}.schema:{name}" for problem, name in _DOCUMENT_NAMES.items()})
+INSTANCE_MODULES = References({problem: f"{package}.instance" for problem, package in PROBLEMS.items()})
+EVALUATORS = References({problem: f"{package}.evaluate:evaluate" for problem, package in PROBLEMS.items()})
 
 
 def problem_module(problem: str):

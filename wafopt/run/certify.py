@@ -34,15 +34,10 @@ from wafopt.core.errors import (
 )
 from wafopt.core.files import read_bytes, read_mapping
 from wafopt.core.numeric import at_most, close, finite, relative_gap, tolerance
+from wafopt.core.registry import PROBLEMS, References
 from wafopt.core.result import CERTIFICATE, SOLVER
 from wafopt.core.solution import Solution, locate_instance, read_solution
-from wafopt.planner import certificate as plan_certificate
 from wafopt.problems import Loaded, evaluate, parse_instance
-from wafopt.problems.mem_pair import certificate as mem_pair_certificate
-from wafopt.problems.placement import certificate as placement_certificate
-from wafopt.problems.recompute import certificate as recompute_certificate
-from wafopt.problems.routing import certificate as routing_certificate
-from wafopt.problems.tatp import certificate as tatp_certificate
 from wafopt.run.methods import methods
 from wafopt.run.runner import run
 
@@ -210,9 +205,10 @@ def _check_plan(sol: Solution, loaded: Loaded, report: Report) -> list[str]:
 
 # ---- bounds ---------------------------------------------------------------------------------------
 
-# problem -> the module that re-derives its certified bounds: check(instance, kind, data), bound(instance)
-CERTIFICATES = {"plan": plan_certificate, "placement": placement_certificate, "recompute": recompute_certificate,
-                "mem_pair": mem_pair_certificate, "tatp": tatp_certificate, "routing": routing_certificate}
+# problem -> the module that re-derives its certified bounds: check(instance, kind, data), bound(instance);
+# imported on first use
+CERTIFICATES = References({**{problem: f"{package}.certificate" for problem, package in PROBLEMS.items()},
+                           "plan": "wafopt.planner.certificate"})   # a scenario's: the planner's
 
 
 def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report) -> list[str]:

@@ -2,23 +2,25 @@
 
 Every layer that owns methods publishes a table of references to them: the heuristics
 (wafopt.heuristics.methods), the formulations (wafopt.models.methods), the exact models composed
-with their heuristic starts and the GCMR chain (wafopt.compose.methods), and the joint planner
-(wafopt.planner.METHODS). This module gathers them; `compare` runs a problem's DEFAULT_METHODS.
+with their heuristic starts and the GCMR chain (wafopt.compose.METHODS), and the joint planner
+(wafopt.planner.METHODS). This module gathers them into one References mapping per problem, so a
+method's module is imported only when it runs; `compare` runs a problem's DEFAULT_METHODS.
 """
 
 from __future__ import annotations
 
-from wafopt import planner
-from wafopt.compose import methods as composed
+from wafopt import compose, planner
 from wafopt.core.errors import InstanceError
-from wafopt.core.registry import PROBLEMS
+from wafopt.core.registry import PROBLEMS, References
 from wafopt.heuristics import methods as heuristics
 from wafopt.models import methods as formulations
 
-LAYERS = (heuristics.METHODS, formulations.METHODS, composed.METHODS, planner.METHODS)
+LAYERS = (heuristics.METHODS, formulations.METHODS, compose.METHODS, planner.METHODS)
 
-METHODS: dict[str, dict] = {problem: {name: fn for table in LAYERS for name, fn in table.get(problem, {}).items()}
-                            for problem in PROBLEMS}
+# problem -> method name -> its function, imported on first lookup
+METHODS: dict[str, References] = {
+    problem: References({name: ref for table in LAYERS for name, ref in table.get(problem, {}).items()})
+    for problem in PROBLEMS}
 
 CLUSTER_METHODS = ("megatron", "mg-wafer")   # the plan methods that apply to a cluster scenario
 # the methods with no time limit of their own: without one they search until they prove their
@@ -35,8 +37,8 @@ DEFAULT_METHODS = {
 }
 
 
-def methods(problem: str) -> dict:
-    """name -> function of one problem."""
+def methods(problem: str) -> References:
+    """name -> function of one problem (a function is imported when it is looked up)."""
     if problem not in METHODS:
         raise InstanceError(f"unknown problem {problem!r} (known: {', '.join(PROBLEMS)})", "problem")
     return METHODS[problem]

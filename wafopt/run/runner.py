@@ -16,17 +16,16 @@ from dataclasses import replace
 
 from wafopt.core.budget import SolveOptions, Stopped, stop_abandonable_step
 from wafopt.core.numeric import relative_gap, settle_status
-from wafopt.core.registry import load_libraries
+from wafopt.core.registry import References, load_libraries
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
 from wafopt.core.solution import Solution
-from wafopt.planner import certificate as plan_certificate
 from wafopt.problems import Evaluation, Loaded, evaluate
 from wafopt.run.methods import CLUSTER_METHODS, method_function
 from wafopt.solvers.reported import start_run
 
 # problem -> the cheap certified bound `certify` derives from the instance alone, derived at solve
-# time too: a plan method proves no bound of its own (compute-floor on a fixed layout)
-SOLVE_TIME_BOUNDS = {"plan": plan_certificate.bound}
+# time too: a plan method proves no bound of its own (compute-floor on a fixed layout); imported on first use
+SOLVE_TIME_BOUNDS = References({"plan": "wafopt.planner.certificate:bound"})
 
 
 def not_applicable(loaded: Loaded, method: str) -> str | None:

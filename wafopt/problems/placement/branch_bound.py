@@ -79,13 +79,17 @@ def symmetry_group(fit: Fitness) -> list[np.ndarray]:
     group = list(fit.layout.symmetries)
     if not fit.pairs:
         return group
-    links_of = {}
-    for link in range(fit.R.shape[2]):
-        used = frozenset(zip(*(v.tolist() for v in np.nonzero(fit.R[:, :, link]))))
-        if used:
-            links_of[used] = link
-    return [g for g in group
-            if all(frozenset((int(g[k]), int(g[l])) for k, l in used) in links_of for used in links_of)]
+    start, end, link = np.nonzero(fit.R)                      # every (route, link it uses)
+    ends = np.cumsum(np.bincount(link))[np.bincount(link) > 0]
+    offset = link * fit.m * fit.m                              # sorts by link first
+
+    def link_uses(slot_map):
+        """Each used link's set of routes, with their slots mapped, as bytes of sorted pair indices."""
+        pairs = np.sort(offset + slot_map[start] * fit.m + slot_map[end]) - np.sort(offset)  # by link, then pair
+        return {part.tobytes() for part in np.split(pairs, ends[:-1])}
+
+    own = link_uses(np.arange(fit.m))
+    return [g for g in group if link_uses(np.asarray(g)) == own]
 
 
 @dataclass
@@ -110,6 +114,11 @@ class TileSpace:
         """Every full objective is an integer (integer weights, distances and Mem_pair volumes)."""
         values = np.concatenate([self.C.ravel(), self.D.ravel(), [v for _, _, v in self.inst.pairs]])
         return bool(np.all(values == np.round(values)) and self.C.sum() * max(1.0, self.D.max()) < MAX_EXACT)
+
+    @cached_property
+    def nonnegative(self) -> bool:
+        """No negative weight (instance files; the truncated GL sums rely on it)."""
+        return bool((self.C >= 0).all())
 
     @cached_property
     def group(self) -> list[np.ndarray]:
@@ -143,19 +152,6 @@ class TileSpace:
         if len(self.group) <= 1:
             return np.zeros(len(slots), dtype=bool)
         return self._fixes[:, slots].all(axis=2).sum(axis=0) > 1
-
-    @cached_property
-    def _touching(self) -> tuple[np.ndarray, np.ndarray]:
-        """For each stage, its flows (padded): the other end (-1: none) and whether the stage sends."""
-        ends = [[(int(j), True) for i, j in zip(self.flow_i, self.flow_j) if i == s]
-                + [(int(i), False) for i, j in zip(self.flow_i, self.flow_j) if j == s] for s in range(self.n)]
-        width = max(1, max(len(e) for e in ends))
-        other = np.full((self.n, width), -1)
-        sends = np.zeros((self.n, width), dtype=bool)
-        for s, e in enumerate(ends):
-            for t, (o, out) in enumerate(e):
-                other[s, t], sends[s, t] = o, out
-        return other, sends
 
     @cached_property
     def _group(self) -> np.ndarray:
@@ -221,13 +217,16 @@ class TileSpace:
             return bound, exact, [list(complete[b]) for b in range(B)]
         # the screen (module doc), one per node
         linear = np.matmul(C[rest[:, :, None], stages[:, None, :]], D[slots[:, :, None], free[:, None, :]])
-        Dk = D[free[:, :, None], free[:, None, :]]
-        Dk[:, np.arange(mf), np.arange(mf)] = np.inf
-        near = np.sort(Dk, axis=2)[:, :, :r]                       # (B, mf, r): distances to the nearest others
         Cr = C[rest[:, :, None], rest[:, None, :]]
         Cr[:, np.arange(r), np.arange(r)] = -np.inf
+        # a free stage talks to at most q others: the sorted flows' other columns are zeros, which
+        # add nothing (sparse pipelines: q is 2-4 of 20 free stages)
+        q = max(1, int((Cr > 0).sum(axis=2).max())) if self.nonnegative else r
+        Dk = D[free[:, :, None], free[:, None, :]]
+        Dk[:, np.arange(mf), np.arange(mf)] = np.inf
+        near = np.sort(Dk, axis=2)[:, :, :min(r, q + 1)]          # (B, mf, .): distances to the nearest others
         to_branch_stage = C[rest, branch[:, None]]                                         # (B, r)
-        flows_parent = -np.sort(-np.concatenate([Cr, to_branch_stage[:, :, None]], axis=2), axis=2)[:, :, :r]
+        flows_parent = -np.sort(-np.concatenate([Cr, to_branch_stage[:, :, None]], axis=2), axis=2)[:, :, :near.shape[2]]
         parent = linear + 0.5 * np.matmul(flows_parent, near.transpose(0, 2, 1))          # (B, r, mf)
         screened = bound + parent.min(axis=2).sum(axis=1)[:, None]
         sb, sa = np.nonzero(np.maximum(screened, floor) < cutoff)
@@ -246,9 +245,9 @@ class TileSpace:
             if r > 1:
                 # GL: sorted flows to the other free stages against sorted distances to the other
                 # free slots less the kid's (one entry of the kid's distance dropped from the nearest)
-                flows = -np.sort(-Cr, axis=2)[:, :, :r - 1]                                 # (B, r, r-1)
+                flows = -np.sort(-Cr, axis=2)[:, :, :min(r - 1, q)]                         # (B, r, <= q)
                 closer = (near[sb] < D[slots_free, kid[:, None]][:, :, None]).sum(axis=2)   # (S, mf)
-                step = np.arange(r - 1)
+                step = np.arange(flows.shape[2])
                 nearest = near[sb[:, None, None], np.arange(mf)[None, :, None], step + (step >= closer[:, :, None])]
                 M += 0.5 * np.matmul(flows[sb], nearest.transpose(0, 2, 1))
             M[np.arange(len(sb)), :, (slots_free < kid[:, None]).sum(axis=1)] = np.inf
@@ -257,14 +256,17 @@ class TileSpace:
             wanted = cheap < min(cutoff, assign_below)
             if floor_only:                          # the least floor still gets a completion
                 wanted &= ~np.isfinite(floor[sb, sa]) | (sa == floor.argmin(axis=1)[sb])
-            for s in np.flatnonzero(wanted):
-                b, a = sb[s], sa[s]
-                row, col = linear_sum_assignment(M[s])
-                bound[b, a] += M[s][row, col].sum()
-                full = slot_of[b].copy()
-                full[branch[b]] = kids[b, a]
-                full[rest[b][row]] = slots_free[s][col]
-                completion[b][a] = full
+            solved = np.flatnonzero(wanted)
+            if len(solved):
+                # rows r < columns: each solution's rows are 0..r-1 in order, only its columns vary
+                cols = np.array([linear_sum_assignment(M[s])[1] for s in solved])              # (L, r)
+                b, a = sb[solved], sa[solved]
+                bound[b, a] += np.take_along_axis(M[solved], cols[:, :, None], axis=2)[:, :, 0].sum(axis=1)
+                full = slot_of[b]
+                full[np.arange(len(solved)), branch[b]] = kids[b, a]
+                full[np.arange(len(solved))[:, None], rest[b]] = np.take_along_axis(slots_free[solved], cols, axis=1)
+                for s, (bs, as_) in enumerate(zip(b.tolist(), a.tolist())):
+                    completion[bs][as_] = full[s]
                 screened[b, a] = -np.inf
         cheap_only = screened > -np.inf
         bound[cheap_only], exact[cheap_only] = screened[cheap_only], floor_only & np.isfinite(floor[cheap_only])
@@ -326,31 +328,19 @@ class TileSpace:
         placed_h = (slot_of[node][:, self.pair_h] >= 0) | (self.pair_h[None, :] == branch[node][:, None])
         some = np.flatnonzero((placed_s & placed_h).any(axis=1))
         if len(some):
-            out[some] = self._pair_penalty(slot_of, branch, node[some], kid[some])
+            from wafopt.problems.placement.compiled import pair_penalties  # lazy: numba
+
+            part = np.zeros(len(some))
+            pair_penalties(self.fit.route_bits, *map(_int64, (self.flow_i, self.flow_j, self.pair_s, self.pair_h)),
+                           np.ascontiguousarray(self.pair_v, dtype=float), np.ascontiguousarray(self.D, dtype=float),
+                           *map(_int64, (slot_of, branch, node[some], kid[some])), part)
+            out[some] = part
         return out
 
-    def _pair_penalty(self, slot_of: np.ndarray, branch: np.ndarray, node: np.ndarray, kid: np.ndarray) -> np.ndarray:
-        routes, fi, fj = self.fit.route_bits, self.flow_i, self.flow_j                   # (m, m, W)
-        si, sj = slot_of[:, fi], slot_of[:, fj]                                          # (B, F)
-        none = np.zeros(routes.shape[2], dtype=routes.dtype)
-        placed = ((si >= 0) & (sj >= 0))[:, :, None]
-        union = np.bitwise_or.reduce(np.where(placed, routes[np.maximum(si, 0), np.maximum(sj, 0)], none), axis=1)
-        # the flows between the branch stage and a fixed stage join the union in each child
-        branch, slot_of = branch[node], slot_of[node]
-        other, outgoing = self._touching[0][branch], self._touching[1][branch]           # (S, T)
-        other_slot = np.where(other >= 0, np.take_along_axis(slot_of, np.maximum(other, 0), axis=1), -1)
-        known = (other_slot >= 0)[:, :, None]
-        there = np.maximum(other_slot, 0)
-        route = np.where(outgoing[:, :, None], routes[kid[:, None], there], routes[there, kid[:, None]])
-        union = union[node] | np.bitwise_or.reduce(np.where(known, route, none), axis=1)  # (S, W)
-        is_branch_s = self.pair_s[None, :] == branch[:, None]                             # (S, P)
-        is_branch_h = self.pair_h[None, :] == branch[:, None]
-        s_slot = np.where(is_branch_s, kid[:, None], slot_of[:, self.pair_s])
-        h_slot = np.where(is_branch_h, kid[:, None], slot_of[:, self.pair_h])
-        both = (s_slot >= 0) & (h_slot >= 0)
-        s_slot, h_slot = np.maximum(s_slot, 0), np.maximum(h_slot, 0)
-        gamma = np.bitwise_count(routes[s_slot, h_slot] & union[:, None, :]).sum(axis=2)     # (S, P)
-        return ((self.D[s_slot, h_slot] * gamma * both) @ self.pair_v).astype(float)
+
+def _int64(a) -> np.ndarray:
+    """An index array as the compiled kernels take it (one signature, one compilation)."""
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def free_slots(m: int, slots: np.ndarray) -> np.ndarray:

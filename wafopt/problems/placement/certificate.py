@@ -35,7 +35,11 @@ from wafopt.problems.certificates import dispatch, finite_numbers, float_down
 from wafopt.problems.placement import projected
 from wafopt.problems.placement.assignment import hungarian
 from wafopt.problems.placement.branch_bound import check_bnb_frontier
-from wafopt.problems.placement.instance import Layout, PlacementInstance
+from wafopt.problems.placement.instance import (
+    Layout,
+    PlacementInstance,
+    orbit_representatives,
+)
 
 DUAL_DIGITS = 10   # significant digits of stored RLT-1 duals (the bound is computed from the stored ones)
 
@@ -127,11 +131,6 @@ def check_gilmore_lawler(inst: PlacementInstance, data: dict) -> float:
 def anchor(C: np.ndarray) -> int:
     """The stage symmetry breaking fixes: the one with the largest total weight."""
     return int(np.argmax(C.sum(axis=1)))
-
-
-def orbit_representatives(symmetries: list[np.ndarray], m: int) -> list[int]:
-    """One slot per orbit of the symmetry group (the smallest index)."""
-    return sorted({min(int(g[k]) for g in symmetries) for k in range(m)})
 
 
 # --- RLT-1 --------------------------------------------------------------------------------------

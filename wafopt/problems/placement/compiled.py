@@ -1,6 +1,7 @@
 """numba-compiled kernels of the placement bounds: the assignment problem (every Hungarian solve of
 the package), the Frank-Wolfe steps of the convex QAP relaxation (projected.frank_wolfe's inner
-loop) and the choice of a node's theta at a Frank-Wolfe point (projected.refitted). Imported
+loop), the choice of a node's theta at a Frank-Wolfe point (projected.refitted) and the
+routing-conflict penalties of branch-and-bound children (branch_bound.TileSpace._penalty). Imported
 lazily: numba takes 0.1 s and about 100 MB.
 
 Each problem of a stack runs its own steps (a problem's result never depends on the others in
@@ -278,3 +279,41 @@ def theta_steps(WA, WB, X, theta):
             after_rows += rows[step + 1]
             after_cols += cols[step + 1]
             theta[p, step] = 1.0 if after_rows > after_cols else 0.0
+
+
+@compiled
+def _ones(x):
+    """The number of 1 bits of a uint64 (SWAR popcount)."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return int((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@compiled
+def pair_penalties(routes, flow_i, flow_j, pair_s, pair_h, pair_v, D, slot_of, branch, node, kid, out):
+    """out[s] = the routing-conflict penalty among the fixed stages of child s: its parent's
+    slot_of[node[s]] (-1 where free) with stage branch[node[s]] at slot kid[s] (TileSpace._penalty).
+    Routes are bit sets (m, m, words); a Mem_pair counts the links its route shares with the union
+    of the routes of the flows whose ends are both fixed."""
+    words = routes.shape[2]
+    union = np.empty(words, dtype=np.uint64)
+    for s in range(node.shape[0]):
+        b, stage, k = node[s], branch[node[s]], kid[s]
+        union[:] = 0
+        for f in range(flow_i.shape[0]):
+            a = k if flow_i[f] == stage else slot_of[b, flow_i[f]]
+            c = k if flow_j[f] == stage else slot_of[b, flow_j[f]]
+            if a >= 0 and c >= 0:
+                for w in range(words):
+                    union[w] |= routes[a, c, w]
+        total = 0.0
+        for p in range(pair_s.shape[0]):
+            a = k if pair_s[p] == stage else slot_of[b, pair_s[p]]
+            c = k if pair_h[p] == stage else slot_of[b, pair_h[p]]
+            if a >= 0 and c >= 0:
+                shared = 0
+                for w in range(words):
+                    shared += _ones(routes[a, c, w] & union[w])
+                total += D[a, c] * shared * pair_v[p]
+        out[s] = total

@@ -56,15 +56,8 @@ class Fitness:
             self._routes()
 
     def _routes(self) -> None:
-        mesh, lay = self.inst.mesh, self.layout
-        links = {link: k for k, link in enumerate(mesh.directed_links)}
-        reps = [lay.representative(s) for s in lay.slots]
-        self.R = np.zeros((self.m, self.m, len(links)), dtype=bool)  # R[k, l]: links of XY route k -> l
-        for k in range(self.m):
-            for l in range(self.m):
-                if k != l:
-                    for link in mesh.route_links(mesh.xy_route(reps[k], reps[l])):
-                        self.R[k, l, links[link]] = True
+        lay = self.layout
+        self.R = self.inst.mesh.xy_link_table([lay.representative(s) for s in lay.slots])  # R[k, l]: links of XY route k -> l
         V = self.inst.flow
         self.flow_i, self.flow_j = np.nonzero(V > 0)
         self.pair_s = np.array([s for s, _, _ in self.pairs])

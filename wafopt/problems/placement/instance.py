@@ -31,7 +31,6 @@ import numpy as np
 
 from wafopt.core.errors import InstanceError
 from wafopt.hardware.mesh import Die, Mesh
-from wafopt.problems.plan.layouts import tile_shapes
 
 OBJECTIVE = "WATOS Eq. 2 cost: sum of volume x hops, Mem_pair flows x (1 + gamma) (flow volume units x hops)"
 
@@ -120,6 +119,11 @@ class Layout:
         return {"tile": list(self.tile), "assignment": [list(self.slots[int(k)]) for k in slot_of_stage]}
 
 
+def orbit_representatives(symmetries: list[np.ndarray], m: int) -> list[int]:
+    """One slot per orbit of the symmetry group (the smallest index)."""
+    return sorted({min(int(g[k]) for g in symmetries) for k in range(m)})
+
+
 def layout(mesh: Mesh, tile: Tile) -> Layout:
     h, w = tile
     slots = []
@@ -182,6 +186,9 @@ def from_scenario(scenario) -> PlacementInstance:
     dies in every shape h * w = tp that fits; flows: microbatches * p2p_bytes each way between stages
     i, i+1 of a pipeline per iteration (activations forward, gradients backward: 2 m p2p in total).
     Mem_pair flows are not derived (add `pairs:` to a kernel instance)."""
+    # the plan problem's (a scenario's): only a derived kernel needs it
+    from wafopt.problems.plan.layouts import tile_shapes
+
     if scenario.parallel is None:
         raise InstanceError("the scenario has no parallel: {tp, pp, dp}; placement needs tp and pp", "parallel")
     workload = scenario.workload()

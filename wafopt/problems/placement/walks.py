@@ -26,13 +26,13 @@ from functools import cache
 import numpy as np
 
 from wafopt.core.budget import never
-from wafopt.problems.placement.certificate import orbit_representatives
 from wafopt.problems.placement.fitness import Fitness
+from wafopt.problems.placement.instance import orbit_representatives
 
-NODES = 1_000_000      # search nodes (about 0.3 s; pl-sparse-24's optimum 278 comes after 300 000, its
+NODES = 1_000_000      # search nodes (about 0.05 s; pl-sparse-24's optimum 278 comes after 300 000, its
                        # whole walk search takes 3.7 million)
 KEEP = 16              # walks of least base objective kept for the full objective
-CHUNK_NODES = 100_000  # nodes between two looks at the deadline and Ctrl-C (about 0.03 s)
+CHUNK_NODES = 100_000  # nodes between two looks at the deadline and Ctrl-C (about 0.005 s)
 DENSITY = 0.25         # a pipeline's stage pairs with flow besides its chain, at most this share of them
 
 
@@ -73,6 +73,11 @@ class WalkSearch:
         self.rest = np.zeros(n + 1)
         for p in range(n - 1, -1, -1):
             self.rest[p] = self.rest[p + 1] + self.dmin * self.W[p, p + 1:].sum()
+        # the nonzero weights the bound reads, in its order: stage p's partners i < p, and at depth p
+        # the pairs (j, i), j > p >= i, by j then i (sparse: a pipeline's stage has 2-4 partners)
+        self.earlier = _padded([[i for i in range(p) if self.W[p, i] > 0] for p in range(n)])
+        self.crossing = _padded([[(j, i) for j in range(p + 1, n) for i in range(p + 1) if self.W[j, i] > 0]
+                                 for p in range(n)], pair=True)
         self.slot = np.full(n, -1, dtype=np.int64)         # stage -> slot on the current walk
         self.used = np.zeros(m, dtype=np.bool_)
         self.options = np.full((n, max(m, 4)), -1, dtype=np.int64)   # per depth: slots to try, best first
@@ -87,13 +92,23 @@ class WalkSearch:
         self.nodes = 0
 
     def run(self, nodes: int) -> None:
-        self.nodes += compiled_walk_steps()(self.W, self.D, self.near, self.dmin, self.hop, self.rest, self.slot,
-                                            self.used, self.options, self.count, self.next, self.cost, self.depth,
-                                            self.best_slots, self.best_values, nodes)
+        self.nodes += compiled_walk_steps()(self.W, self.D, self.near, self.earlier, self.crossing, self.dmin,
+                                            self.hop, self.rest, self.slot, self.used, self.options, self.count,
+                                            self.next, self.cost, self.depth, self.best_slots, self.best_values, nodes)
 
     @property
     def finished(self) -> bool:
         return int(self.depth[0]) < 0
+
+
+def _padded(rows: list, pair: bool = False) -> np.ndarray:
+    """Ragged rows of stages (or of (j, i) pairs) as one array padded with -1."""
+    width = max(1, max(len(row) for row in rows))
+    out = np.full((len(rows), width, 2) if pair else (len(rows), width), -1, dtype=np.int64)
+    for p, row in enumerate(rows):
+        if row:
+            out[p, :len(row)] = row
+    return out
 
 
 @cache
@@ -104,8 +119,8 @@ def compiled_walk_steps():
     return compiled(walk_steps)
 
 
-def walk_steps(W, D, near, dmin, hop, rest, slot, used, options, count, nxt, cost, depth, best_slots,
-               best_values, budget):
+def walk_steps(W, D, near, earlier, crossing, dmin, hop, rest, slot, used, options, count, nxt, cost, depth,
+               best_slots, best_values, budget):
     """Up to `budget` nodes of the depth-first walk search from the state (WalkSearch); returns
     the nodes visited. Leaves enter best_slots/best_values (ascending) while below the last kept."""
     n = W.shape[0]
@@ -122,15 +137,19 @@ def walk_steps(W, D, near, dmin, hop, rest, slot, used, options, count, nxt, cos
         nxt[p] += 1
         visited += 1
         c = cost[p]
-        for i in range(p):
+        for e in range(earlier.shape[1]):
+            i = earlier[p, e]
+            if i < 0:
+                break
             c += W[p, i] * D[k, slot[i]]
         bound = c + rest[p + 1]
-        for j in range(p + 1, n):
-            for i in range(p + 1):
-                w = W[j, i]
-                if w > 0:
-                    reach = D[slot[i], k] if i < p else 0.0
-                    bound += w * max(dmin, reach - (j - p) * hop)
+        for e in range(crossing.shape[1]):
+            j = crossing[p, e, 0]
+            if j < 0:
+                break
+            i = crossing[p, e, 1]
+            reach = D[slot[i], k] if i < p else 0.0
+            bound += W[j, i] * max(dmin, reach - (j - p) * hop)
         if bound >= best_values[keep - 1]:
             continue
         slot[p] = k
@@ -154,7 +173,10 @@ def walk_steps(W, D, near, dmin, hop, rest, slot, used, options, count, nxt, cos
             if l < 0 or used[l]:
                 continue
             key = 0.0
-            for i in range(p):
+            for e in range(earlier.shape[1]):
+                i = earlier[p, e]
+                if i < 0:
+                    break
                 key += W[p, i] * D[l, slot[i]]
             q = m
             while q > 0 and keys[q - 1] > key:

@@ -7,10 +7,13 @@ both use them, so a derived kernel never depends on a solver or on machine speed
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from wafopt.core.errors import InstanceError
-from wafopt.costmodel.scenario import Parallel, Scenario
 from wafopt.hardware.mesh import Die, Mesh
-from wafopt.problems.plan.evaluate import evaluate
+
+if TYPE_CHECKING:
+    from wafopt.costmodel.scenario import Parallel, Scenario
 
 
 def tile_shapes(tp: int, mesh: Mesh) -> list[tuple[int, int]]:
@@ -77,6 +80,9 @@ def serpentine_plans(scenario: Scenario):
 def default_placement(scenario: Scenario) -> dict:
     """The placement kernels are derived on: the serpentine plan of the tile shape with the
     shortest iteration time without recomputation (ties: first shape in tile_shapes order)."""
+    # heavy (the cost model): tile_shapes serves placement instances, which never need it
+    from wafopt.problems.plan.evaluate import evaluate
+
     par = scenario.parallel
     if par is None:
         raise InstanceError("this needs a fixed layout: add parallel: {tp, pp, dp}", "parallel")
