@@ -229,6 +229,8 @@ def test_evaluator_rejects_bad_plans(plan, text):
     (dict(mesh={"rows": 2, "cols": 2}, flows=chain(2), stages=2, pairs=[[0, 3, 1.0]]), "pairs[0]: stage index 3 out of range"),
     (dict(mesh={"rows": 2, "cols": 2}, flows=chain(2), colour="red"), "unknown key 'colour'"),
     (dict(mesh={"rows": 1, "cols": 3, "faulty_dies": [[0, 1]]}, flows=chain(2)), "do not form one connected mesh"),
+    (dict(mesh={"rows": 64, "cols": 64}, flows=chain(4), pairs=[[0, 3, 1.0]]),
+     "pairs: routing conflicts need the XY route of every slot pair: 4,096 slots of tile 1x1 x 16,128 links"),
 ])
 def test_bad_instances_name_field_and_value(fields, text):
     with pytest.raises(InstanceError) as err:

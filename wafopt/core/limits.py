@@ -27,6 +27,8 @@ MAX_MICROBATCHES = 1_000_000    # micro-batches per iteration, in-flight micro-b
 MAX_SCENARIO_MICROBATCHES = 65_536  # ... of a scenario (global batch / micro-batch): its schedule is simulated
 MAX_FLOWS = 10_000              # flows of a placement or routing instance
 MAX_TILE_SHAPES = 64            # candidate tile shapes of a placement instance
+MAX_ROUTE_TABLE = 2**27         # slots^2 x directed links of a tile shape with Mem_pairs: the XY route of
+                                # every slot pair, one byte each (128 MB; 160 slots on 80 x 8 dies: 61 MB)
 MAX_DETOUR = 8                  # extra hops of a routing path (path enumeration is exponential in it)
 MAX_CHUNKS = 2**40              # Mem_pair chunks of one sender or helper (overflow or spare / chunk)
 MAX_COUNT = 10**9               # any other count (sequence length, batch, hidden size, vocabulary)

@@ -14,6 +14,7 @@ from wafopt.core.files import excerpt
 from wafopt.core.limits import (
     MAX_FLOWS,
     MAX_MESH_SIDE,
+    MAX_ROUTE_TABLE,
     MAX_STAGES,
     MAX_TILE_SHAPES,
     MAX_VOLUME,
@@ -137,6 +138,14 @@ class PlacementDocument(schema.Document):
         if not inst.layouts:
             counts = ", ".join(f"{h}x{w}: {len(layout(mesh, (h, w)).slots)}" for h, w in tiles)
             raise InstanceError(f"{n} stages do not fit: usable slots per tile shape {counts}", at("tile"))
+        for lay in inst.layouts if pairs else ():
+            entries = len(lay.slots) ** 2 * len(mesh.directed_links)
+            if entries > MAX_ROUTE_TABLE:
+                h, w = lay.tile
+                raise InstanceError(f"routing conflicts need the XY route of every slot pair: {len(lay.slots):,} "
+                                    f"slots of tile {h}x{w} x {len(mesh.directed_links):,} links is {entries:,} "
+                                    f"entries, above the limit of {MAX_ROUTE_TABLE:,} (use larger tiles or fewer "
+                                    "dies)", at("pairs"))
         return inst
 
     @classmethod
