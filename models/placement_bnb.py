@@ -16,7 +16,7 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
   grid symmetries that fix the used slots.
 - A child is bounded in three steps, each only if the last cannot prune it: a screen shared by all
   children of a node, the row-minimum bound of its assignment problem, then the assignment problem
-  itself (scipy), with sparse flows solved only for children within LAZY_MARGIN of the tree's
+  itself (compiled Hungarian method), with sparse flows solved only for children within LAZY_MARGIN of the tree's
   least bound; the others stay open with their row-minimum bound (`settle` gives them the full
   one when the best-first search reaches them, which it rarely does).
 - Every solved assignment problem completes its child into a plan; the best completion of each
@@ -892,5 +892,5 @@ def bnb(inst: PlacementInstance, options: SolveOptions, waves_in_process: bool =
     certificate = Bound(bound, CERTIFICATE, "bnb-frontier", {"tiles": tiles}) if bound is not None else None
     options.incumbent(search.best.plan, certificate)
     return MethodResult(search.best.plan, status, certificate,
-                        "wafopt bnb (Gilmore-Lawler and convex quadratic programming bounds, scipy LAP)",
+                        "wafopt bnb (Gilmore-Lawler and convex quadratic programming bounds)",
                         stats={"layouts": stats, "time_s": round(time.monotonic() - search.started, 3)})

@@ -16,11 +16,11 @@ import time
 from fractions import Fraction
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from wafopt.core.budget import SolveOptions
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
 from wafopt.problems.certificates import float_down
+from wafopt.problems.placement.assignment import assignment_columns
 from wafopt.problems.placement.certificate import (
     gilmore_lawler_tile,
     integral,
@@ -112,7 +112,7 @@ def _tile_bounds(inst: PlacementInstance, options: SolveOptions, quadratic: bool
         # a plan, so that the bound comes with a certified gap: the point (or the linear term at P)
         # rounded to the nearest permutation
         rounding = -point if point is not None else (2.0 / len(A)) * np.outer(A.sum(axis=1), B.sum(axis=1))
-        col = linear_sum_assignment(rounding)[1][:inst.stages]
+        col = assignment_columns(rounding[None])[0][:inst.stages]
         objective = Fitness(inst, lay).one(col)
         if objective < best_value:
             best_plan, best_value = lay.plan(col), objective

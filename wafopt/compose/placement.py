@@ -15,7 +15,7 @@ import numpy as np
 
 from wafopt.compose.starts import start_seconds, warm_started
 from wafopt.core.budget import SolveOptions
-from wafopt.core.registry import CP_SAT, HIGHS, PYOMO_HIGHS, SCIPY, loads
+from wafopt.core.registry import CP_SAT, HIGHS, NUMBA, PYOMO_HIGHS, loads
 from wafopt.core.result import MethodResult
 from wafopt.heuristics.placement import (
     descend,
@@ -52,22 +52,22 @@ class PlacementSearch:
         return descend(fit, perm, time.monotonic() + seconds, stop=options.stopped)[0]
 
 
-@loads(*PYOMO_HIGHS, *SCIPY)
+@loads(*PYOMO_HIGHS, *NUMBA)
 def placement_milp(inst, options: SolveOptions) -> MethodResult:
     return placement_model.milp(inst, options, PlacementSearch())
 
 
-@loads(*CP_SAT, *SCIPY)
+@loads(*CP_SAT, *NUMBA)
 def placement_cpsat(inst, options: SolveOptions) -> MethodResult:
     return placement_model.cpsat(inst, options, PlacementSearch())
 
 
-@loads(*HIGHS, *SCIPY)
+@loads(*HIGHS, *NUMBA)
 def placement_rlt1(inst, options: SolveOptions) -> MethodResult:
     return placement_model.rlt1(inst, options, PlacementSearch())
 
 
-@loads(*SCIPY)
+@loads(*NUMBA)
 def placement_bnb(inst, options: SolveOptions) -> MethodResult:
     """Branch and bound, with the local search's plan (at most PLACEMENT_BNB_START_S) as its first
     incumbent, or on large instances with a long limit the GA's (a tenth of the limit): on short

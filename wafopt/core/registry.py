@@ -60,6 +60,7 @@ CP_SAT = ("ortools.sat.python.cp_model",)
 PYOMO_HIGHS = ("pyomo.environ", "pyomo.contrib.appsi.solvers.highs", "highspy")
 HIGHS = ("highspy",)
 SCIPY = ("scipy.optimize",)
+NUMBA = ("numba",)   # the compiled kernels themselves load on their first call (about 0.15 s more)
 PYMOO = ("pymoo.algorithms.soo.nonconvex.ga", "pymoo.optimize")
 
 

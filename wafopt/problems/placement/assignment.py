@@ -21,3 +21,15 @@ def hungarian(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not assignment(cost, col, v, False, u, *scratch):
         raise ValueError("the assignment problem has a cost that is not finite")
     return col, u[:n], v[1:]
+
+
+def assignment_columns(costs: np.ndarray) -> np.ndarray:
+    """(S, n): the column of each row in a minimum-cost assignment of each of the problems
+    `costs` (S, n, m), n <= m (Hungarian method, compiled; infinite entries are barred)."""
+    from wafopt.problems.placement.compiled import assignments  # lazy: numba
+
+    costs = np.ascontiguousarray(costs, dtype=float)
+    cols = np.zeros(costs.shape[:2], dtype=np.int64)
+    if not assignments(costs, cols):
+        raise ValueError("an assignment problem has no assignment of finite cost")
+    return cols

@@ -53,11 +53,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from wafopt.core.errors import CertificateError
 from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound
 from wafopt.problems.certificates import float_down
+from wafopt.problems.placement.assignment import assignment_columns
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 from wafopt.problems.placement.projected import (
@@ -259,7 +259,7 @@ class TileSpace:
             solved = np.flatnonzero(wanted)
             if len(solved):
                 # rows r < columns: each solution's rows are 0..r-1 in order, only its columns vary
-                cols = np.array([linear_sum_assignment(M[s])[1] for s in solved])              # (L, r)
+                cols = assignment_columns(M[solved])                                            # (L, r)
                 b, a = sb[solved], sa[solved]
                 bound[b, a] += np.take_along_axis(M[solved], cols[:, :, None], axis=2)[:, :, 0].sum(axis=1)
                 full = slot_of[b]
@@ -494,8 +494,8 @@ def root_bound(space: TileSpace) -> float:
     flows = -np.sort(-Cd, axis=1)[:, :n - 1]
     dists = np.sort(Dd, axis=1)[:, :n - 1]
     L = 0.5 * flows @ dists.T
-    row, col = linear_sum_assignment(L)
-    return float(L[row, col].sum())
+    col = assignment_columns(L[None])[0]
+    return float(L[np.arange(n), col].sum())
 
 
 def node_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:

@@ -1,5 +1,5 @@
-"""numba-compiled kernels of the placement bounds: the assignment problem (every Hungarian solve of
-the package), the Frank-Wolfe steps of the convex QAP relaxation (projected.frank_wolfe's inner
+"""numba-compiled kernels of the placement bounds: the assignment problem (every assignment problem
+of the package, one or a stack of them), the Frank-Wolfe steps of the convex QAP relaxation (projected.frank_wolfe's inner
 loop), the choice of a node's theta at a Frank-Wolfe point (projected.refitted) and the
 routing-conflict penalties of branch-and-bound children (branch_bound.TileSpace._penalty). Imported
 lazily: numba takes 0.1 s and about 100 MB.
@@ -279,6 +279,20 @@ def theta_steps(WA, WB, X, theta):
             after_rows += rows[step + 1]
             after_cols += cols[step + 1]
             theta[p, step] = 1.0 if after_rows > after_cols else 0.0
+
+
+@compiled
+def assignments(costs, cols):
+    """cols[s] = the columns of a minimum-cost assignment of problem s (costs: (S, n, m), n <= m),
+    each from a cold start (`assignment`); False where one has no finite assignment."""
+    m = costs.shape[2]
+    u, v = np.empty(max(costs.shape[1], 1)), np.empty(m + 1)
+    row_of, way = np.empty(m + 1, dtype=np.int64), np.empty(m + 1, dtype=np.int64)
+    dist, used = np.empty(m + 1), np.empty(m + 1, dtype=np.bool_)
+    for s in range(costs.shape[0]):
+        if not assignment(costs[s], cols[s], v, False, u, row_of, way, dist, used):
+            return False
+    return True
 
 
 @compiled

@@ -51,11 +51,10 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from wafopt.core.errors import CertificateError
 from wafopt.core.numeric import close
-from wafopt.problems.placement.assignment import hungarian
+from wafopt.problems.placement.assignment import assignment_columns, hungarian
 
 MAX_SLOTS = 64          # beyond this (the convexity check is an (m-1)^2 Cholesky) a tile keeps its GL bound
 THETA_INERT = 1e-6      # a theta entry whose step weight is below this share of the largest is inert
@@ -332,8 +331,8 @@ def pb_float(A: np.ndarray, B: np.ndarray, L: np.ndarray | None = None) -> float
     cost = (2.0 / m) * np.outer(A.sum(axis=1), B.sum(axis=1))
     if L is not None:
         cost = cost + L
-    row, col = linear_sum_assignment(cost)
-    return float(alpha @ beta + cost[row, col].sum() - A.sum() * B.sum() / m ** 2)
+    col = assignment_columns(cost[None])[0]
+    return float(alpha @ beta + cost[np.arange(m), col].sum() - A.sum() * B.sum() / m ** 2)
 
 
 def tile_matrices(C: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
