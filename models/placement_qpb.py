@@ -136,7 +136,13 @@ def eigenvalue_bound(inst: PlacementInstance, options: SolveOptions, quadratic: 
     bound = Bound(value, CERTIFICATE, kind, data) if value is not None else None
     name = ("convex quadratic programming bound (Anstreicher-Brixius), Frank-Wolfe" if quadratic
             else "projected eigenvalue bound (Hadley-Rendl-Wolkowicz)")
-    return MethodResult(plan, "feasible" if plan is not None else "unknown", bound, f"wafopt {name}",
+    message = ""
+    if value is not None:   # said, not substituted: this method's bound is the eigenvalue one
+        glb = float_down(min(gilmore_lawler_tile(inst, lay) for lay in inst.layouts))
+        if glb > value:
+            message = (f"the Gilmore-Lawler bound (--method glb) is stronger here: {glb:.10g} (the eigenvalue "
+                       "bounds are weak where the flows lack spectral structure, e.g. sparse pipelines)")
+    return MethodResult(plan, "feasible" if plan is not None else "unknown", bound, f"wafopt {name}", message,
                         stats={"layouts": stats, "time_s": round(time.monotonic() - started, 3)})
 
 

@@ -55,6 +55,13 @@ def test_missing_file_and_unknown_method(tmp_path, capsys):
     assert "unknown method 'magic'" in capsys.readouterr().err
 
 
+def test_a_picture_that_cannot_be_written_stops_the_solve_before_it_starts(tmp_path, capsys, at_root):
+    out = tmp_path / "x.json"
+    args = ["solve", "instances/placement/pl-sparse-12.yaml", "--method", "local", "--quiet", "--out", str(out)]
+    assert main(args + ["--plot", str(tmp_path / "missing" / "x.png")]) == 2
+    assert "cannot write the picture there" in capsys.readouterr().err and not out.exists()
+
+
 def test_flag_errors_name_the_flag_and_a_kernel_method_on_a_scenario_names_problem(tmp_path, capsys):
     inst = write(tmp_path, SCENARIO)
     out = str(tmp_path / "out.json")

@@ -94,6 +94,8 @@ def test_pb_and_qpb_on_nug12():
     assert pb.bound == 472.0                       # Hadley, Rendl and Wolkowicz (1992): 472
     assert gl == 493.0 and pb.bound < qpb.bound <= 578.0     # Anstreicher and Brixius (2001): QPB 482
     assert pb.plan is not None and pb.status == "feasible"
+    for result in (pb, qpb):     # weaker than Gilmore-Lawler here: said, the bound stays the method's
+        assert "the Gilmore-Lawler bound (--method glb) is stronger here: 493" in result.message
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,23 @@ def test_ctrl_c_keeps_the_best_plan(monkeypatch, at_root):
     assert sol.objective == sol.evaluation["objective"] == 71
 
 
+def test_ctrl_c_keeps_the_bound_a_method_returns_without_a_plan(monkeypatch, at_root):
+    # a method stopped before its own plan (e.g. bnb while its start ran): the start's plan, which
+    # reported no bound, and the method's bound, which holds for every plan
+    loaded = load(EXAMPLE)
+    good = runner.run(loaded, "greedy", SolveOptions(quiet=True)).plan
+
+    def stopped_early(instance, options):
+        options.incumbent(good)
+        options.interrupted = True
+        return MethodResult(None, "unknown", 12.0, "x")
+
+    monkeypatch.setattr(runner, "method_function", lambda loaded, method: stopped_early)
+    sol = runner.run(loaded, "milp", SolveOptions(quiet=True))
+    assert sol.plan == good and sol.status == "feasible" and sol.bound == 12.0
+    assert sol.objective == 71 and sol.stats["interrupted"]
+
+
 def test_unproven_optimal_claim_is_downgraded(monkeypatch, at_root):
     loaded = load(EXAMPLE)
     plan = runner.run(loaded, "greedy", SolveOptions(quiet=True)).plan

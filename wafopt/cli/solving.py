@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 
 import wafopt.api as api
@@ -119,6 +120,9 @@ class Solve(Command):
             # a scenario: the joint planner searches what `parallel:` leaves open; on a GPU cluster
             # (no die mesh to place on) Megatron-LM's layout is the plan
             args.method = "megatron" if not api.applicable(loaded, "plan") else "plan"
+        if args.plot and not os.access(os.path.dirname(os.path.abspath(args.plot)), os.W_OK):
+            raise InstanceError("cannot write the picture there (no such directory, or not writable); "
+                                "checked before solving", args.plot)
         api.prepare_method(loaded, args.method)   # its solver libraries load before "solving"
         options = solve_options(args)
         if args.warm_start:

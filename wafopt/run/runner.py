@@ -61,7 +61,7 @@ def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
     finally:
         stop.set()
     if options.interrupted and result.plan is None and options.budget_.incumbent is not None:
-        result = _incumbent_result(options)
+        result = _incumbent_result(options, result.bound)   # a bound without a plan holds for it too
     elapsed = time.perf_counter() - started
     solution = finish(loaded, method, result, elapsed, options)
     if options.interrupted:  # set by Ctrl-C here, or by a solver that stopped on it
@@ -70,10 +70,12 @@ def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
     return solution
 
 
-def _incumbent_result(options: SolveOptions) -> MethodResult:
+def _incumbent_result(options: SolveOptions, bound: Bound | None = None) -> MethodResult:
+    """The best plan reported so far, with the method's own bound where it returned one (it bounds
+    every plan), else the bound reported with the plan."""
     plan = options.budget_.incumbent
-    return MethodResult(plan, "feasible" if plan is not None else "unknown", options.budget_.incumbent_bound,
-                        "interrupted")
+    return MethodResult(plan, "feasible" if plan is not None else "unknown",
+                        bound if bound is not None else options.budget_.incumbent_bound, "interrupted")
 
 
 class _interrupts:

