@@ -15,7 +15,7 @@ import numpy as np
 
 from wafopt.compose.starts import start_seconds, warm_started
 from wafopt.core.budget import SolveOptions
-from wafopt.core.registry import CP_SAT, HIGHS, NUMBA, PYOMO_HIGHS, loads
+from wafopt.core.registry import CP_SAT, HIGHS, PYOMO_HIGHS, loads
 from wafopt.core.result import MethodResult
 from wafopt.heuristics.placement import (
     descend,
@@ -33,6 +33,7 @@ PLACEMENT_POLISH_S = 2.0     # placement: local search on the full objective aft
 PLACEMENT_BNB_START_S = 0.5  # placement bnb: at most this for the local search's first incumbent
 PLACEMENT_BNB_GA_S = 5.0     # ... unless its start share (a tenth of the limit) is this long on an instance
 PLACEMENT_BNB_GA_STAGES = 28  # of this many stages (where the local search falls short on QAPLIB): the GA
+KERNELS = ("wafopt.problems.placement.compiled",)  # numba with its compiler set up (loaded before the clock)
 
 
 # --- placement: iterated local search starts each tile shape and polishes base-objective plans ----
@@ -52,22 +53,22 @@ class PlacementSearch:
         return descend(fit, perm, time.monotonic() + seconds, stop=options.stopped)[0]
 
 
-@loads(*PYOMO_HIGHS, *NUMBA)
+@loads(*PYOMO_HIGHS, *KERNELS)
 def placement_milp(inst, options: SolveOptions) -> MethodResult:
     return placement_model.milp(inst, options, PlacementSearch())
 
 
-@loads(*CP_SAT, *NUMBA)
+@loads(*CP_SAT, *KERNELS)
 def placement_cpsat(inst, options: SolveOptions) -> MethodResult:
     return placement_model.cpsat(inst, options, PlacementSearch())
 
 
-@loads(*HIGHS, *NUMBA)
+@loads(*HIGHS, *KERNELS)
 def placement_rlt1(inst, options: SolveOptions) -> MethodResult:
     return placement_model.rlt1(inst, options, PlacementSearch())
 
 
-@loads(*NUMBA)
+@loads(*KERNELS)
 def placement_bnb(inst, options: SolveOptions) -> MethodResult:
     """Branch and bound, with the local search's plan (at most PLACEMENT_BNB_START_S) as its first
     incumbent, or on large instances with a long limit the GA's (a tenth of the limit): on short

@@ -60,7 +60,6 @@ CP_SAT = ("ortools.sat.python.cp_model",)
 PYOMO_HIGHS = ("pyomo.environ", "pyomo.contrib.appsi.solvers.highs", "highspy")
 HIGHS = ("highspy",)
 SCIPY = ("scipy.optimize",)
-NUMBA = ("wafopt.problems.placement.compiled",)   # numba, with its compiler set up (compiled.py's end)
 PYMOO = ("pymoo.algorithms.soo.nonconvex.ga", "pymoo.optimize")
 
 
