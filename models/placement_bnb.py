@@ -732,8 +732,9 @@ def root_qpb(space: TileSpace, options: SolveOptions, search: BranchAndBound) ->
     value /= 2
     entry["value"] = float(value)
     seconds = round(time.monotonic() - started, 3)
-    report(options, f"bnb {_name(space)} root", search.best.value, float(value), _name(space),
-           extra=f"qpb {float(value):.10g} vs Gilmore-Lawler {root_bound(space):.10g} ({seconds} s)")
+    shown = space.rounded(float(value))    # as the tile's bound counts it (integer data: rounded up)
+    report(options, f"bnb {_name(space)} root", search.best.value, shown, _name(space),
+           extra=f"qpb {shown:.10g} vs Gilmore-Lawler {space.rounded(root_bound(space)):.10g} ({seconds} s)")
     return float(value), entry, seconds
 
 

@@ -22,6 +22,10 @@ def test_readme_python_example_runs(monkeypatch):
     exec(compile(block.group(1), "README.md", "exec"), {})
 
 
+def test_the_lazily_loaded_api_is_listed_for_tab_completion():
+    assert set(wafopt.__all__) <= set(dir(wafopt))
+
+
 def test_solve_returns_typed_result_with_evaluated_objective():
     inst = wafopt.load(ROOT / "instances/recompute/rc-example-local.yaml")
     result = wafopt.solve(inst, "milp", time_limit=20)

@@ -19,3 +19,7 @@ def __getattr__(name):
     if name in _CORE:
         return getattr(import_module(_CORE[name]), name)
     raise AttributeError(f"module 'wafopt' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))   # the lazily loaded names too (tab completion)
