@@ -41,12 +41,15 @@ from wafopt.problems.placement.certificate import (
     gilmore_lawler_bound,
     lagrangian_bound,
     linear_assignment,
-    orbit_representatives,
     rlt1_certificate,
     stored_duals,
 )
 from wafopt.problems.placement.fitness import Fitness
-from wafopt.problems.placement.instance import Layout, PlacementInstance
+from wafopt.problems.placement.instance import (
+    Layout,
+    PlacementInstance,
+    orbit_representatives,
+)
 from wafopt.solvers.backends import (
     build_unless_stopped,
     cpsat_version,

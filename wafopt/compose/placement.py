@@ -48,7 +48,7 @@ class PlacementSearch:
         return descents(fit, starts, np.random.default_rng(options.seed), deadline, 50, stop=options.stopped)[0]
 
     def polish(self, fit, perm: np.ndarray, options: SolveOptions) -> np.ndarray:
-
+        """Descent on the full objective from a base-objective plan."""
         seconds = options.sub(PLACEMENT_POLISH_S).search_seconds()
         return descend(fit, perm, time.monotonic() + seconds, stop=options.stopped)[0]
 
