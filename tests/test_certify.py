@@ -167,6 +167,7 @@ def test_changed_instance_is_invalid_and_named_with_its_absolute_path(tmp_path, 
     assert main(["certify", str(SOLUTIONS / "tatp-6x8-n4.cpsat.json"), "--instance", str(instance)]) == 5
     out = capsys.readouterr().out
     assert "is not the one solved" in out and str(instance.resolve()) in out
+    assert "certified bound" not in out and "objective recomputed" not in out   # nothing read as a result
 
 
 @pytest.mark.parametrize("hash_field", [{"instance_sha256": ""}, {"instance_sha256": None}, "dropped"])

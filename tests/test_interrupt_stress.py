@@ -378,7 +378,7 @@ def failure_report(outcomes: list[Outcome]) -> str:
                      f"'solving' at {solving} s, landed {o.phase}, exit {o.returncode}, latency {latency} s")
         parts.append(f"    reproduce: {o.repro()}")
         parts.append(f"    rerun this schedule entry: WAFOPT_STRESS_PICK={o.shot.index} "
-                     f"pytest -m slow -s tests/test_interrupt_stress.py")
+                     f"pytest -m slow -n 0 -s tests/test_interrupt_stress.py")
         parts.append("    stderr tail:\n      " + "\n      ".join(o.stderr.strip().splitlines()[-8:]))
         if o.certify_out and not o.plan_certified:
             parts.append("    certify:\n      " + "\n      ".join(o.certify_out.strip().splitlines()[-8:]))

@@ -119,9 +119,14 @@ def test_sixteen_by_sixteen_plan_labels_each_stage_once(tmp_path):
                                               ("instances/placement/pl-sparse-12.yaml", "ga"),
                                               ("instances/recompute/rc-example-pooled.yaml", "dp"),
                                               ("instances/findings/dgx4-gpt3-6.7b-megatron.yaml", "megatron")])
-def test_solve_and_show_write_the_picture_with_plot(instance, method, tmp_path):
+def test_solve_and_show_write_the_picture_with_plot(instance, method, tmp_path, monkeypatch):
+    from wafopt.present import pictures
     from wafopt.cli import main
 
+    captions = []
+    original = pictures.save_figure
+    monkeypatch.setattr(pictures, "save_figure", lambda *a, caption="", **k: (captions.append(caption),
+                                                                           original(*a, caption=caption, **k)))
     solved, shown = tmp_path / "solved.png", tmp_path / "shown.png"
     out = tmp_path / "s.json"
     assert main(["solve", str(ROOT / instance), "--method", method, "--time-limit", "2", "--quiet",
@@ -129,6 +134,9 @@ def test_solve_and_show_write_the_picture_with_plot(instance, method, tmp_path):
     assert main(["show", str(out), "--plot", str(shown)]) == 0
     assert is_png(solved) and is_png(shown)
     plt.close("all")
+    # each picture says what was solved and by which method (a scenario's plan: its convergence's title)
+    name = load(ROOT / instance).name
+    assert captions and all(name in caption and method in caption for caption in captions), captions
 
 
 def test_plan_picture_names_its_axes_units_and_the_dies_outside_every_stage():

@@ -307,7 +307,7 @@ def test_cli_bad_input_exits_2(argv, capsys):
 
 
 # --------------------------------------------------------------------------------------------
-# benchmarks (pytest -m slow -s): times are printed, not asserted
+# benchmarks (pytest -m slow -n 0 -s): times are printed, not asserted
 # --------------------------------------------------------------------------------------------
 def _llama405_plan():
     from wafopt.costmodel.scenario import Fixed, Parallel

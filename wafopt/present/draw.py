@@ -249,9 +249,9 @@ def draw_lines(ax, series: Sequence[tuple[str, Sequence[float], str, str]], xlab
 
 
 def save_figure(draw_fn, path: str, size: tuple[float, float] = (6.0, 5.0), panels: int = 1,
-                widths: Sequence[float] | None = None) -> None:
+                widths: Sequence[float] | None = None, caption: str = "") -> None:
     """Call draw_fn(ax) (or draw_fn(axes) for several panels side by side) on a fresh figure and
-    save it as PNG (headless backend)."""
+    save it as PNG (headless backend), with `caption` above the panels (what was solved, and how)."""
     import matplotlib  # start-up time, as above
 
     matplotlib.use("Agg")
@@ -260,6 +260,8 @@ def save_figure(draw_fn, path: str, size: tuple[float, float] = (6.0, 5.0), pane
     fig, axes = plt.subplots(1, panels, figsize=size, gridspec_kw={"width_ratios": widths} if widths else None)
     try:
         draw_fn(axes)
+        if caption:
+            fig.suptitle(caption, fontsize="medium")
         fig.tight_layout()
         fig.savefig(path, dpi=130)
     except OSError as exc:

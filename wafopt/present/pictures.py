@@ -230,8 +230,10 @@ def generations(stats: dict | None) -> list[tuple[str, dict]]:
     return [(label, g) for label, g in found if g.get("best")]
 
 
-def save_picture(problem: str, instance, plan: dict | None, stats: dict | None, path: str) -> None:
-    """The picture of an instance (plan None) or a plan; with a GA's record, its convergence too."""
+def save_picture(problem: str, instance, plan: dict | None, stats: dict | None, path: str,
+                 caption: str = "") -> None:
+    """The picture of an instance (plan None) or a plan; with a GA's record, its convergence too.
+    `caption` (the instance's name, and the method for a plan) heads the figure."""
     draw = DRAW[problem]
     runs = generations(stats)
     if problem == "recompute":
@@ -239,7 +241,7 @@ def save_picture(problem: str, instance, plan: dict | None, stats: dict | None, 
     else:
         size = mesh_figure_size(instance.mesh() if problem == "plan" else instance.mesh)
     if not runs:
-        save_figure(lambda ax: draw(instance, plan, ax), path, size)
+        save_figure(lambda ax: draw(instance, plan, ax), path, size, caption=caption)
         return
 
     def both(axes):
@@ -253,7 +255,7 @@ def save_picture(problem: str, instance, plan: dict | None, stats: dict | None, 
                 series.append((f"{prefix}population mean", g["mean"], colours[k % 4], "--"))
         draw_lines(axes[1], series, "generation", "objective", "GA convergence")
 
-    save_figure(both, path, (size[0] + 5.0, max(size[1], 4.0)), panels=2, widths=[size[0], 4.5])
+    save_figure(both, path, (size[0] + 5.0, max(size[1], 4.0)), panels=2, widths=[size[0], 4.5], caption=caption)
 
 
 def draw_solution(problem: str, instance, plan: dict | None, stats: dict | None, path: str, title: str = "") -> None:
@@ -261,4 +263,4 @@ def draw_solution(problem: str, instance, plan: dict | None, stats: dict | None,
     if problem == "plan" and (stats or {}).get("convergence"):
         convergence_png(stats, path, title)
     else:
-        save_picture(problem, instance, plan, stats, path)
+        save_picture(problem, instance, plan, stats, path, title)

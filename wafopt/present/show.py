@@ -49,7 +49,9 @@ def show(target: str, problem: str | None = None, png: str | None = None, instan
     if png:
         if loaded.problem not in DRAW:
             raise InstanceError(f"no picture is defined for problem {loaded.problem}", "--png")
-        save_picture(loaded.problem, loaded.instance, plan, sol.stats if info["kind"] == "solution" else None, png)
+        solution = info["kind"] == "solution"
+        save_picture(loaded.problem, loaded.instance, plan, sol.stats if solution else None, png,
+                     f"{loaded.name}: {sol.method}" if solution and sol.method else loaded.name)
         info["png"] = str(Path(png))
     return info
 

@@ -86,6 +86,8 @@ def certify(solution_path: str, instance_path: str | None = None, resolve: bool 
     report.lines.append(f"solution {solution_path}: {sol.problem} by {sol.method or '?'} "
                         f"({sol.solver or '?'}), status {sol.status}")
     loaded, invalid = _instance(sol, solution_path, instance_path, report.lines)
+    if invalid:   # another instance: its plan check and bounds would read as results
+        return _finish(report, invalid)
     invalid += _check_plan(sol, loaded, report)
     invalid += _check_bounds(sol, loaded, raw or {}, report)
     if invalid:
