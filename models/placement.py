@@ -31,7 +31,9 @@ from wafopt.core.numeric import (
     integral_bound,
     scaled,
 )
+from wafopt.core.registry import loads
 from wafopt.core.result import MethodResult
+from wafopt.problems.placement import KERNELS
 from wafopt.problems.placement.branch_bound import symmetry_group
 from wafopt.problems.placement.certificate import (
     Rlt1Lp,
@@ -496,6 +498,7 @@ def cpsat(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | 
 
 # --- Gilmore-Lawler bound -----------------------------------------------------------------------------------
 
+@loads(*KERNELS)
 def glb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     """The Gilmore-Lawler bound (min over tile shapes) of the base objective; the plan returned is the
     assignment of the linear assignment problem that yields it (feasible, not optimized)."""

@@ -18,8 +18,10 @@ from fractions import Fraction
 import numpy as np
 
 from wafopt.core.budget import SolveOptions
+from wafopt.core.registry import loads
 from wafopt.core.result import CERTIFICATE, Bound, MethodResult
 from wafopt.problems.certificates import float_down
+from wafopt.problems.placement import KERNELS
 from wafopt.problems.placement.assignment import assignment_columns
 from wafopt.problems.placement.certificate import (
     gilmore_lawler_tile,
@@ -146,10 +148,12 @@ def eigenvalue_bound(inst: PlacementInstance, options: SolveOptions, quadratic: 
                         stats={"layouts": stats, "time_s": round(time.monotonic() - started, 3)})
 
 
+@loads(*KERNELS)
 def pb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     return eigenvalue_bound(inst, options, quadratic=False)
 
 
+@loads(*KERNELS)
 def qpb(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     return eigenvalue_bound(inst, options, quadratic=True)
 

@@ -120,8 +120,8 @@ def test_sixteen_by_sixteen_plan_labels_each_stage_once(tmp_path):
                                               ("instances/recompute/rc-example-pooled.yaml", "dp"),
                                               ("instances/findings/dgx4-gpt3-6.7b-megatron.yaml", "megatron")])
 def test_solve_and_show_write_the_picture_with_plot(instance, method, tmp_path, monkeypatch):
-    from wafopt.present import pictures
     from wafopt.cli import main
+    from wafopt.present import pictures
 
     captions = []
     original = pictures.save_figure

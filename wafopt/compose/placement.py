@@ -26,6 +26,7 @@ from wafopt.heuristics.placement import (
 )
 from wafopt.models import placement as placement_model
 from wafopt.models.placement_bnb import bnb
+from wafopt.problems.placement import KERNELS
 
 PLACEMENT_START_SHARE = 0.1  # placement: per tile shape, share of the limit for the local-search start
 PLACEMENT_START_S = 2.0      # ... and at most this
@@ -33,7 +34,6 @@ PLACEMENT_POLISH_S = 2.0     # placement: local search on the full objective aft
 PLACEMENT_BNB_START_S = 0.5  # placement bnb: at most this for the local search's first incumbent
 PLACEMENT_BNB_GA_S = 5.0     # ... unless its start share (a tenth of the limit) is this long on an instance
 PLACEMENT_BNB_GA_STAGES = 28  # of this many stages (where the local search falls short on QAPLIB): the GA
-KERNELS = ("wafopt.problems.placement.compiled",)  # numba with its compiler set up (loaded before the clock)
 
 
 # --- placement: iterated local search starts each tile shape and polishes base-objective plans ----

@@ -334,5 +334,5 @@ def pair_penalties(routes, flow_i, flow_j, pair_s, pair_h, pair_v, D, slot_of, b
 
 
 # numba's first call in a process sets up its compiler and loads the cache (0.15-0.4 s): made here,
-# on import, which the runner does before a method's clock starts (wafopt.compose.placement.KERNELS)
+# on import, which the runner does before a method's clock starts (wafopt.problems.placement.kernels)
 assignments(np.zeros((1, 1, 1)), np.zeros((1, 1), dtype=np.int64))
