@@ -81,6 +81,12 @@ def test_default_output_never_replaces_a_better_solution(tmp_path, monkeypatch, 
     beside = tmp_path / "solutions" / "pl-sparse-12.serpentine.1.json"
     assert json.loads(beside.read_text())["objective"] == serp_data["objective"]
     assert "kept" in capsys.readouterr().err
+    # named as the output file, the better solution is kept all the same
+    assert main(["solve", str(inst), "--method", "serpentine", "--quiet", "--out", str(serp)]) == 0
+    assert json.loads(serp.read_text())["objective"] == 1.0
+    again = tmp_path / "solutions" / "pl-sparse-12.serpentine.2.json"
+    assert json.loads(again.read_text())["objective"] == serp_data["objective"]
+    assert "kept" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*.tmp")), "no stray temporary files"
     del worse
 

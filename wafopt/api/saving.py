@@ -1,5 +1,5 @@
 """Where solutions go: the default file name, never modifying a file git tracks, and never replacing a
-better solution silently."""
+better solution."""
 
 from __future__ import annotations
 
@@ -75,8 +75,8 @@ def save(result: Result, instance: Instance, out: str | Path | None = None) -> t
     solutions/<default name>. A file tracked by git (a shipped reference) is never modified: this
     run goes beside it as <stem>.new.json, with a note saying whether it is better, equal or worse.
     An existing solution of the same instance with a better objective or a stronger bound is never
-    replaced silently: the default and directory targets keep it and write beside it
-    (<stem>.<k>.json); an explicit file is replaced with a note. Returns (path, note)."""
+    replaced, whether named or found in the target directory: it is kept and this run written beside
+    it (<stem>.<k>.json), with a note. Returns (path, note)."""
     name = default_solution_name(instance, result.method)
     explicit = out is not None and not (Path(out).is_dir() or str(out).endswith(("/", "\\")))
     target = Path(out) if explicit else (Path(out) if out is not None else SOLUTIONS_DIR) / name
@@ -95,9 +95,7 @@ def save(result: Result, instance: Instance, out: str | Path | None = None) -> t
     if target.is_file():
         old = _same_instance_solution(target, result)
         lost = _weaker(result.solution, old) if old is not None else []
-        if lost and explicit:
-            notes.append(f"replaced {target}, which had {' and '.join(lost)}")
-        elif lost:
+        if lost:
             beside = _first_free(target)
             notes.append(f"kept {target} ({' and '.join(lost)}); wrote this run beside it as {beside}")
             target = beside
