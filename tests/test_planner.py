@@ -552,6 +552,32 @@ def test_one_and_two_workers_give_the_same_result(tiny_serial):
         [(r["layout"], r["status"], r["objective"]) for r in two.stats["candidates"]]
 
 
+def test_the_best_layouts_row_shows_the_reported_plan(tiny_serial):
+    """The candidates table after the GA's improvements: the best layout's row holds the reported
+    objective, and no row is below it; a layout's row shows a plan the GA improved after its
+    composition, saying so."""
+    from types import SimpleNamespace
+
+    from wafopt.planner.search import LayoutSearch
+    from wafopt.planner.space import key_name
+    from wafopt.planner.tighten import space_bounds
+
+    _, one = tiny_serial
+    rows = {r["layout"]: r for r in one.stats["candidates"]}
+    assert close(rows[one.stats["best_layout"]]["objective"], one.objective)
+    assert all(r["objective"] is None or at_most(one.objective, r["objective"]) for r in rows.values())
+    scenario = tiny().instance
+    options = SolveOptions(quiet=True).start()
+    bounds = space_bounds(scenario, options.stopped)
+    search = LayoutSearch(scenario, options, bounds)
+    layout = min((b for b in bounds if b.feasible), key=lambda b: b.value)
+    composed = SimpleNamespace(objective=2 * layout.value, plan={"composed": 1}, how="composed", notes=[], seconds=1.0)
+    search.settle(layout.key(), composed)
+    assert search.offer({"improved": 1}, 1.5 * layout.value, layout.key(), "GA")
+    row = next(r for r in search.table() if r["layout"] == key_name(layout.key()))
+    assert close(row["objective"], 1.5 * layout.value) and row["note"] == "composed; then GA"
+
+
 def test_a_short_limit_still_ends_with_a_plan():
     # Llama3-405B on 16 x 16: no layout's composition finishes in 3 s, the Megatron baseline on
     # the least-bound layout does; the plan is the evaluator's, above the certified bound

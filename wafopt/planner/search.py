@@ -58,6 +58,7 @@ class LayoutSearch:
         self.status: dict = {}          # layout -> (status, note)
         self.outcomes: dict = {}        # layout -> compose.Composition
         self.first: dict = {}           # layout -> (objective, how) of the quick first plan
+        self.improved: dict = {}        # layout -> (objective, how) of its best plan offered later (the GA's)
         self.objective: float | None = None
         self.plan: dict | None = None
         self.best_layout = None
@@ -80,6 +81,8 @@ class LayoutSearch:
         wave's layouts finish does not matter)."""
         if self.objective is not None and (objective, key) >= (self.objective, self.best_layout):
             return False
+        if key in self.outcomes or key in self.first:   # the layout's row shows its best plan
+            self.improved[key] = (objective, how)
         self.objective, self.plan, self.best_layout = objective, plan, key
         self.options.incumbent(plan, self.certificate())
         self.record()
@@ -103,6 +106,11 @@ class LayoutSearch:
             if objective is None and b.key() in self.first:   # its composition gave nothing better
                 objective, how = self.first[b.key()]
                 note = f"{note}; {how}" if note else how
+            later, how = self.improved.get(b.key(), (None, ""))
+            if later is not None and (objective is None or (later < objective and not close(later, objective))):
+                objective, note = later, f"{note}; then {how}" if note else how
+                if status == SOLVED and close(objective, b.value):
+                    status = OPTIMAL
             rows.append({"layout": key_name(b.key()), "tp": b.layout.tp, "pp": b.layout.pp, "dp": b.layout.dp,
                          "interleave": b.layout.interleave, **({} if b.choice.micro_batch is None else {"micro_batch": b.choice.micro_batch}),
                          "bound": b.value, "bound_tier": b.tier + (" + LP" if b.refined else ""),
