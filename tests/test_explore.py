@@ -291,6 +291,28 @@ def test_progress_reports_every_level_with_pruned_remaining_and_best():
     assert all(a["done"] <= b["done"] for a, b in zip(seen["F0"], seen["F0"][1:]))
 
 
+def test_explore_progress_names_each_level_and_the_bound_less_the_model_error():
+    """A least bound above the best is still in play while (1 - epsilon) x it is below: the line
+    shows both numbers, so it does not read as if the run should have stopped."""
+    from wafopt.present.progress import explore_progress
+
+    seen = []
+
+    class Bars:
+        def note(self, text):
+            seen.append(("note", text))
+
+        def update(self, level, done, total, info=""):
+            seen.append((level, info))
+
+    report = explore_progress(Bars())
+    report("F3", {"done": 3, "total": 8, "pruned": 2, "remaining": 5, "best": "d1", "best_value": 3.782,
+                  "bound": 3.992, "epsilon": 0.06})
+    level, info = seen[-1]
+    assert level == "F3 simulations" and "best d1 3.782" in info
+    assert "least bound 3.992 (3.752 less the 6% model error)" in info
+
+
 def test_level_progress_is_rich_bars_on_a_terminal_and_plain_lines_elsewhere():
     import io
 

@@ -210,7 +210,8 @@ class Explorer:
                               "remaining": len(open_),
                               "best": best.design.id if best is not None else None,
                               "best_value": best_cost if best is not None else None,
-                              "bound": min((x for x in bounds if x is not None), default=None)})
+                              "bound": min((x for x in bounds if x is not None), default=None),
+                              "epsilon": self.epsilon})
 
     def run(self, exhaustive: bool = False) -> dict:
         started = time.perf_counter()

@@ -128,9 +128,14 @@ class LevelProgress:
             self.note(text)
 
 
+EXPLORE_LEVELS = {"F0": "F0 bounds", "F1": "F1 tightened bounds", "F2": "F2 plans", "F3": "F3 simulations"}
+
+
 def explore_progress(bars: LevelProgress):
-    """An exploration's progress reporter: per fidelity level, tasks done, designs pruned and still
-    in play, the best so far and the least bound of the designs that could still beat it."""
+    """An exploration's progress reporter: per fidelity level (named by what it computes), tasks
+    done, designs pruned and still in play, the best so far and the least bound of the designs that
+    could still beat it, with that bound less the model error, which is what the best must beat
+    for the rest to be pruned."""
     def report(level: str, info: dict) -> None:
         if level == "enumerate":
             bars.note("enumerated: " + ", ".join(f"{k} {v}" for k, v in info["counts"].items()))
@@ -140,5 +145,7 @@ def explore_progress(bars: LevelProgress):
             text += f", best {info['best']} {info['best_value']:.4g}"
         if info.get("bound") is not None:
             text += f", least bound {info['bound']:.4g}"
-        bars.update(level, info["done"], info["total"], text)
+            if info.get("epsilon"):
+                text += f" ({(1 - info['epsilon']) * info['bound']:.4g} less the {100 * info['epsilon']:.2g}% model error)"
+        bars.update(EXPLORE_LEVELS.get(level, level), info["done"], info["total"], text)
     return report
