@@ -58,7 +58,7 @@ class LayoutSearch:
         self.status: dict = {}          # layout -> (status, note)
         self.outcomes: dict = {}        # layout -> compose.Composition
         self.first: dict = {}           # layout -> (objective, how) of the quick first plan
-        self.improved: dict = {}        # layout -> (objective, how) of its best plan offered later (the GA's)
+        self.improved: dict = {}        # layout -> (objective, how) of the best plan offered on it
         self.objective: float | None = None
         self.plan: dict | None = None
         self.best_layout = None
@@ -81,8 +81,7 @@ class LayoutSearch:
         wave's layouts finish does not matter)."""
         if self.objective is not None and (objective, key) >= (self.objective, self.best_layout):
             return False
-        if key in self.outcomes or key in self.first:   # the layout's row shows its best plan
-            self.improved[key] = (objective, how)
+        self.improved[key] = (objective, how)    # the layout's row shows its best plan
         self.objective, self.plan, self.best_layout = objective, plan, key
         self.options.incumbent(plan, self.certificate())
         self.record()
