@@ -156,7 +156,7 @@ def prepare_method(instance: Instance, method: str) -> None:
     why = not_applicable(instance, method)
     if why:
         raise InstanceError(why, "--method")
-    load_libraries(function)
+    load_libraries(function, instance.instance)
 
 
 def read_warm_start(path: str | Path, instance: Instance) -> dict:

@@ -63,15 +63,25 @@ SCIPY = ("scipy.optimize",)
 PYMOO = ("pymoo.algorithms.soo.nonconvex.ga", "pymoo.optimize")
 
 
-def loads(*modules: str):
+def loads(*modules: str, only_if=None):
     """Mark a method with the libraries it imports. The runner imports them before it starts the
-    clock, so a time limit and the reported time count the solve, not the loading."""
+    clock, so a time limit and the reported time count the solve, not the loading. With
+    `only_if(instance)`: libraries the method uses on some instances only, loaded for those."""
     def mark(fn):
-        fn.libraries = modules
+        if only_if is None:
+            fn.libraries = modules
+        else:
+            fn.libraries_if = (*getattr(fn, "libraries_if", ()), (only_if, modules))
         return fn
     return mark
 
 
-def load_libraries(fn) -> None:
+def load_libraries(fn, instance=None) -> None:
+    """Import a method's libraries (loads), those it needs only on some instances where `instance`
+    is one of them."""
     for module in getattr(fn, "libraries", ()):
         import_module(module)
+    for applies, modules in getattr(fn, "libraries_if", ()):
+        if instance is not None and applies(instance):
+            for module in modules:
+                import_module(module)

@@ -15,9 +15,10 @@ from wafopt.core.budget import SolveOptions, never
 from wafopt.core.numeric import at_most, tolerance
 from wafopt.core.registry import PYMOO, loads
 from wafopt.core.result import MethodResult
+from wafopt.problems.placement import KERNELS
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
-from wafopt.problems.placement.walks import best_walk
+from wafopt.problems.placement.walks import best_walk, is_pipeline
 
 
 def base_descent(fit: Fitness, perm: np.ndarray, deadline: float | None = None, stop=never) -> np.ndarray:
@@ -165,7 +166,7 @@ def _per_layout(inst: PlacementInstance, options: SolveOptions, solver: str, sea
     return _result(lay, perm, solver, stats, inst.stages)
 
 
-WALK_MIN_S = 0.25   # numba's import and the compiled walk's first load take 0.1-0.8 s, past a shorter deadline
+WALK_MIN_S = 0.25   # the compiled walk's first load takes 0.05-0.2 s (numba loads before the clock), past a shorter deadline
 
 
 def walk_start(fit: Fitness, deadline: float, stop=never) -> list[np.ndarray]:
@@ -195,6 +196,12 @@ def descents(fit: Fitness, starts: list[np.ndarray], rng: np.random.Generator, d
     return best[0], best[1], total
 
 
+def on_a_pipeline(inst: PlacementInstance) -> bool:
+    """Whether the methods' start includes the compiled pipeline walk (walk_start)."""
+    return is_pipeline(inst.weights)
+
+
+@loads(*KERNELS, only_if=on_a_pipeline)
 def local(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     """Iterated 2-swap / relocation / 3-cycle descent from the best pipeline walk (walk_start) and
     from the serpentine placement (seeded kicks); the better."""
@@ -210,6 +217,7 @@ def local(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
 
 # --- genetic algorithm (pymoo) ---------------------------------------------------------------------
 
+@loads(*KERNELS, only_if=on_a_pipeline)
 @loads(*PYMOO)
 def ga(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
     """pymoo GA on slot permutations (order crossover, swap/inversion mutation, memetic repair)

@@ -43,7 +43,7 @@ def run(loaded: Loaded, method: str, options: SolveOptions) -> Solution:
     why = not_applicable(loaded, method)
     if why:
         return finish(loaded, method, MethodResult(None, "unknown", message=why), 0.0, options)
-    load_libraries(fn)   # before the clock: limits and times count the solve, not the imports
+    load_libraries(fn, loaded.instance)   # before the clock: limits and times count the solve, not the imports
     options.start()
     start_run(options)
     started = time.perf_counter()
