@@ -371,6 +371,11 @@ def test_non_utf8_and_lone_surrogates(tmp_path):
     assert "control characters" in refused(b"name: a\x00b\n")
 
 
+@pytest.mark.parametrize("raw", [b"", b"# a comment only\n", b"---\n"])
+def test_an_empty_file_is_called_empty(tmp_path, raw):
+    assert "the file is empty" in cli_refuses(tmp_path, raw)
+
+
 def test_oversized_file(tmp_path):
     huge = b"problem: tatp\ndescription: '" + b"x" * limits.MAX_FILE_BYTES + b"'\n"
     assert f"exceeds the limit of {limits.MAX_FILE_BYTES:,} bytes" in cli_refuses(tmp_path, huge)

@@ -457,6 +457,8 @@ def read_mapping(path: str | Path) -> tuple[dict, str]:
     raw = read_bytes(p)
     digest = hashlib.sha256(raw).hexdigest()
     data = parse_text(raw, "json" if p.suffix == ".json" else "yaml", str(path))
+    if data is None:
+        raise InstanceError("the file is empty (an instance is a mapping with a 'problem:' key at the top)", str(path))
     if not isinstance(data, dict):
         raise InstanceError(f"expected a mapping with a 'problem:' key at the top, got {type(data).__name__}",
                             str(path))
