@@ -198,6 +198,21 @@ def test_certified_bound_never_above_any_plan(inst, seconds):
     assert check_bnb_frontier(inst, json.loads(json.dumps(result.bound.data))) >= result.bound.value - TOL
 
 
+def test_the_checker_computes_node_qpbs_only_where_a_search_may_have(monkeypatch):
+    """A sparse pipeline's eigenvalue bounds are far below Gilmore-Lawler, so its search gives no
+    node a QPB, and neither does the checker; nug15's search does, and so does its checker."""
+    lo = load(ROOT / "instances/placement/pl-sparse-16.yaml")
+    result = solve_direct(lo.instance, time_limit=60)
+    assert result.status == "optimal"
+    assert not any(TileSpace(lo.instance, lay).qpb_may_pay for lay in lo.instance.layouts)
+    data = json.loads(json.dumps(result.bound.data))
+    monkeypatch.setattr(TileSpace, "qpb_children_batch", lambda *a, **k: pytest.fail("a node QPB"))
+    assert check_bnb_frontier(lo.instance, data) >= result.bound.value - TOL
+    nug = load(QAPLIB / "nug15.yaml").instance
+    space = TileSpace(nug, nug.layouts[0])
+    assert space.qpb_pays and space.qpb_may_pay
+
+
 # --- QAPLIB ----------------------------------------------------------------------------------------
 
 def test_nug12_is_proven_optimal():
@@ -482,7 +497,7 @@ def test_the_checker_bounds_each_leaf_by_the_largest_node_bound_on_its_path():
     nodes carry no more than that."""
     from wafopt.models.placement_bnb import BranchAndBound, TileSearch, node_qpb_depth
 
-    lo = load(QAPLIB / "nug12.yaml")
+    lo = load(QAPLIB / "nug15.yaml")     # its nodes get their QPB (TileSpace.qpb_pays)
     space = TileSpace(lo.instance, lo.instance.layouts[0])
     search = BranchAndBound(lo.instance, SolveOptions(quiet=True).start())
     search.qpb_depth = node_qpb_depth(space)
@@ -505,9 +520,11 @@ def test_the_checker_bounds_each_leaf_by_the_largest_node_bound_on_its_path():
     assert tree.least() <= by_path + TOL
 
 
-def test_a_listed_node_may_carry_the_bound_it_inherits_and_no_more():
+def test_a_listed_node_may_carry_the_bound_it_inherits_and_no_more(monkeypatch):
     """A frontier node is checked against the largest bound on its path: this nug12 node's own
-    bound is about 684.8, an ancestor's about 685.4, so 685 passes and 686 does not."""
+    bound is about 684.8, an ancestor's QPB about 685.4, so 685 passes and 686 does not (the
+    checker computing node QPBs, as on a tile shape whose search gives its nodes theirs)."""
+    monkeypatch.setattr(TileSpace, "qpb_may_pay", True)
     lo = load(QAPLIB / "nug12.yaml")
     space = TileSpace(lo.instance, lo.instance.layouts[0])
     pairs = [[4, 2], [8, 3], [2, 7], [6, 5], [1, 0], [7, 4], [10, 6], [0, 8]]

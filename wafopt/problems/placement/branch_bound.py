@@ -14,7 +14,8 @@ A node fixes some stages to slots of one tile shape. Its bound is
     against the routes of the fixed flows, never decreases.
 Where proven (integer data: TileSpace.qpb_valid) a child's bound may also be its convex quadratic
 programming bound after a fixed number of Frank-Wolfe steps (qpb_children_batch): the checker
-runs the same steps for every node whose Gilmore-Lawler bound is below the claimed value. That
+runs the same steps for every node whose Gilmore-Lawler bound is below the claimed value, on the
+tile shapes where a search may have used them (TileSpace.qpb_may_pay). That
 QPB with one more stage fixed (its assignment problem's reduced cost added) bounds the node's own
 children too.
 A complete assignment's bound is its full Eq. 2 objective. A node also inherits its parent's
@@ -286,6 +287,17 @@ class TileSpace:
         eigenvalue bounds rely on, such as scr20 and ste36a, it is far below)."""
         return self.qpb_valid and pb_float(*tile_matrices(self.C, self.D)) / 2 > root_bound(self)
 
+    @cached_property
+    def qpb_may_pay(self) -> bool:
+        """Whether a search may have given nodes their QPB: qpb_pays with a margin for the float
+        spectra of another machine. The checker computes node QPBs only then (the tile shapes of
+        sparse pipelines, scr20 and ste36a have none); computing fewer bounds, it can only refuse
+        more, never accept a bound the tree does not prove."""
+        if not self.qpb_valid:
+            return False
+        root = root_bound(self)
+        return pb_float(*tile_matrices(self.C, self.D)) / 2 > root - 1.0 - FLOAT_ERROR * abs(root)
+
     def qpb_children_batch(self, nodes: list, fixing: bool = False):
         """The convex quadratic programming bound (base objective, unrounded) of the children of
         several nodes with as many fixed stages, (stages, slots, branch, kids) each: the QPB of the
@@ -453,7 +465,7 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float) -> float:
                     floor=floor)
                 raised = np.where(exact, bound, np.maximum(bound, claimed))
                 raised = np.maximum(raised, inherited[part][:, None])
-                if space.qpb_valid and d + 1 < n:   # a kid below the claim may hold by QPB
+                if space.qpb_may_pay and d + 1 < n:   # a kid below the claim may hold by QPB
                     shorts = [np.flatnonzero(row < claimed) for row in raised]
                     todo = [b for b, short in enumerate(shorts) if len(short)]
                     if todo:
@@ -501,7 +513,7 @@ def root_bound(space: TileSpace) -> float:
 
 def node_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
     """The bound of one node (its last fixed stage is the branch from its parent): Gilmore-Lawler,
-    or its QPB where it is proven and higher."""
+    or its QPB where the checker computes one (qpb_may_pay) and it is higher."""
     return _node_bounds(space, stages, slots)[0]
 
 
@@ -511,7 +523,7 @@ def _node_bounds(space: TileSpace, stages: list[int], slots: list[int]) -> tuple
     if not stages:
         return root_bound(space), None
     bound, _, _ = space.children(stages[:-1], slots[:-1], stages[-1], np.asarray(slots[-1:]))
-    if space.qpb_valid and len(stages) < space.n:
+    if space.qpb_may_pay and len(stages) < space.n:
         qpb, below = space.qpb_children_batch([(stages[:-1], slots[:-1], stages[-1], slots[-1:])], fixing=True)
         return max(float(bound[0]), float(qpb[0][0])), below[0][0]
     return float(bound[0]), None
