@@ -307,6 +307,8 @@ class BranchAndBound:
         self.threshold = math.inf           # children bounded at or above it are pruned
         self.log: list | None = None        # a wave task's record of its tree's changes
         self.waves_run = 0
+        self.wave_setup_s = 0.0             # seconds the last wave took to deal its nodes into groups
+        self.replay_s = 0.0                 # ... and to replay its groups here
         self.qpb_depth = 0                  # children down to this depth get their QPB when popped
         self.qpb_counts: dict = {}          # depth -> [QPBs computed, clearly above the bound without it, pruned by it]
         self.qpb_off: frozenset = frozenset()  # depths where QPB did not pay in an earlier wave
@@ -631,30 +633,37 @@ class BranchAndBound:
     def waves(self, space: TileSpace, tree: TileSearch, index: int, deadline: float | None, pool) -> None:
         """Search the tree in waves over a process pool (module doc)."""
         self.run(space, tree, deadline, until_open=4 * WAVE_GROUPS)
-        while tree.pending() and not self.options.stopped() and (
-                deadline is None or time.monotonic() < deadline - tree.writing_s()):
+        # a wave starts only with time left for its groups beyond dealing, replaying and writing
+        # (each as long as in the last wave); its groups stop in time for the replays and writing
+        while tree.pending() and not self.options.stopped() and (deadline is None or time.monotonic() < deadline
+                                                                   - tree.writing_s() - self.wave_setup_s - self.replay_s):
+            dealing = time.monotonic()
             dive = tree.pending() > self.max_open
             entries = tree.pop_lowest(WAVE_GROUPS * WAVE_ROOTS)
             tree.away = entries[0][0] if entries else math.inf
             groups = [entries[g::WAVE_GROUPS] for g in range(WAVE_GROUPS)]
             groups = [g for g in groups if g]
             off = frozenset(d for d in range(1, self.qpb_depth + 1) if not self.qpb_wanted(d))
-            stop_at = None if deadline is None else deadline - tree.writing_s()
+            stop_at = None if deadline is None else deadline - tree.writing_s() - self.replay_s
             tasks = [(index, self.best, self.threshold, stop_at, off, dive, (self.failed_descents, self.best_start),
                       [(tree.stages[node], tree.slots[node], bound, tree.flags(node), tree.planned.get(node))
                        for bound, node in group])
                      for group in groups]
-            replayed = 0
+            replayed, replaying = 0, 0.0
+            self.wave_setup_s = time.monotonic() - dealing
             between = (lambda: pool.wait(0)) if isinstance(pool, WorkerPool) else None
             for result in run_wave(pool, tasks, self.options):   # in group order: the same for any pool size
                 group = groups[replayed]
+                began = time.monotonic()
                 self._replay(tree, [node for _, node in group], result, between)
+                replaying += time.monotonic() - began
                 value, plan = result["best"]
                 if self.better(value):
                     self.best = Incumbent(value, plan)
                     self.options.incumbent(plan)
                 replayed += 1
             tree.away = math.inf
+            self.replay_s = replaying
             if replayed < len(groups):   # interrupted: the other groups' nodes stay open with their bounds
                 self._reopen(tree, [(bound, node, tree.flags(node), tree.planned.get(node))
                                     for group in groups[replayed:] for bound, node in group])
@@ -662,6 +671,8 @@ class BranchAndBound:
             self.threshold = _prune_threshold(space, self.best.value)
             self.waves_run += 1
             self._progress(space, tree)
+        else:   # too little time left for a wave: this process searches on alone
+            self.run(space, tree, deadline)
 
     def _replay(self, tree: TileSearch, roots: list[int], result: dict, between=None) -> None:
         """A wave task's changes entered in this tree: its nodes are numbered 0.. from `roots` in
