@@ -16,7 +16,7 @@ import numpy as np
 
 from wafopt.hardware.mesh import Mesh
 from wafopt.problems.placement import compiled
-from wafopt.problems.placement.branch_bound import TileSpace, path_bound
+from wafopt.problems.placement.branch_bound import TileSpace
 from wafopt.problems.placement.instance import PlacementInstance
 from wafopt.problems.placement.walks import best_walk, compiled_walk_steps
 
@@ -36,14 +36,16 @@ def in_cache(kernel) -> bool:
 def compile_kernels() -> None:
     """Run every kernel once on a tiny pipeline with one Mem_pair (5 stages on 2 x 3 dies), through
     the functions that call them in the search, so each is compiled for the argument types it gets
-    there: a node's bounds with both ends of the pair fixed (routing-conflict penalty, Gilmore-Lawler
-    and the node QPB's Frank-Wolfe steps and theta), and the pipeline walks."""
+    there: the children of a node with both ends of the pair fixed (Gilmore-Lawler with the
+    routing-conflict penalty; their QPB's Frank-Wolfe steps and theta, asked for even though a
+    search would not use it on this tile), and the pipeline walks."""
     flow = np.zeros((5, 5))
     for i in range(4):
         flow[i, i + 1] = flow[i + 1, i] = i + 1
     inst = PlacementInstance(Mesh.build(2, 3), [(1, 1)], flow, [(0, 4, 1.0)])
     space = TileSpace(inst, inst.layouts[0])
-    path_bound(space, [0, 4], [0, 5])
+    space.children([0], [0], 4, np.array([5]))
+    space.qpb_children_batch([([0], [0], 4, [5])], fixing=True)
     best_walk(space.fit, nodes=100)
 
 
