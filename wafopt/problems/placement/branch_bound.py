@@ -285,7 +285,7 @@ class TileSpace:
         """Whether the search gives nodes their QPB: proven here, and the root's projected eigenvalue
         bound above Gilmore-Lawler (on instances whose flows lack the spectral structure the
         eigenvalue bounds rely on, such as scr20 and ste36a, it is far below)."""
-        return self.qpb_valid and pb_float(*tile_matrices(self.C, self.D)) / 2 > root_bound(self)
+        return self.qpb_valid and self.root_pb > root_bound(self)
 
     @cached_property
     def qpb_may_pay(self) -> bool:
@@ -296,7 +296,12 @@ class TileSpace:
         if not self.qpb_valid:
             return False
         root = root_bound(self)
-        return pb_float(*tile_matrices(self.C, self.D)) / 2 > root - 1.0 - FLOAT_ERROR * abs(root)
+        return self.root_pb > root - 1.0 - FLOAT_ERROR * abs(root)
+
+    @cached_property
+    def root_pb(self) -> float:
+        """The tile shape's projected eigenvalue bound (floats, base objective's scale: halved)."""
+        return pb_float(*tile_matrices(self.C, self.D)) / 2
 
     def qpb_children_batch(self, nodes: list, fixing: bool = False):
         """The convex quadratic programming bound (base objective, unrounded) of the children of
