@@ -68,10 +68,7 @@ def loads(*modules: str, only_if=None):
     clock, so a time limit and the reported time count the solve, not the loading. With
     `only_if(instance)`: libraries the method uses on some instances only, loaded for those."""
     def mark(fn):
-        if only_if is None:
-            fn.libraries = modules
-        else:
-            fn.libraries_if = (*getattr(fn, "libraries_if", ()), (only_if, modules))
+        fn.libraries = (*getattr(fn, "libraries", ()), (only_if, modules))
         return fn
     return mark
 
@@ -79,9 +76,7 @@ def loads(*modules: str, only_if=None):
 def load_libraries(fn, instance=None) -> None:
     """Import a method's libraries (loads), those it needs only on some instances where `instance`
     is one of them."""
-    for module in getattr(fn, "libraries", ()):
-        import_module(module)
-    for applies, modules in getattr(fn, "libraries_if", ()):
-        if instance is not None and applies(instance):
+    for only_if, modules in getattr(fn, "libraries", ()):
+        if only_if is None or (instance is not None and only_if(instance)):
             for module in modules:
                 import_module(module)
