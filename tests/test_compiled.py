@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wafopt.problems.placement import projected
-from wafopt.problems.placement.assignment import hungarian
+from wafopt.problems.placement.assignment import column_potentials, hungarian
 from wafopt.problems.placement.compiled import assignment
 from wafopt.problems.placement.projected import (
     Spectral,
@@ -161,6 +161,23 @@ def test_hungarian_on_rectangles_is_optimal_with_feasible_potentials(data):
     assert np.all(v <= 0)
     assert np.all(u[:, None] + v[None, :] <= cost + 1e-9)
     assert np.isclose(u.sum() + v[col].sum(), best)
+
+
+@PROPERTY
+@given(st.data())
+def test_column_potentials_of_a_batch_are_each_problems_own_and_tight(data):
+    """The node QPBs' assignment problems in one compiled call: each problem's column potentials
+    are hungarian's, and their Lagrangian value sum_i min_k (cost_ik - v_k) + sum_k v_k is its
+    brute-force optimum."""
+    m = data.draw(st.integers(1, 5))
+    count = data.draw(st.integers(1, 4))
+    costs = np.array(data.draw(st.lists(st.integers(-9, 9), min_size=count * m * m, max_size=count * m * m)),
+                     dtype=float).reshape(count, m, m)
+    v = column_potentials(costs)
+    for cost, own in zip(costs, v):
+        assert np.array_equal(own, hungarian(cost)[2])
+        best = min(sum(cost[i, p[i]] for i in range(m)) for p in permutations(range(m)))
+        assert np.isclose((cost - own[None, :]).min(axis=1).sum() + own.sum(), best)
 
 
 def test_a_nodes_refitted_theta_is_the_one_maximizing_its_relaxation():

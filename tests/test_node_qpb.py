@@ -188,6 +188,28 @@ def test_bnb_with_node_qpb_proves_the_optimum_gilmore_lawler_proves(with_qpb):
     assert stats["nodes"] < plain.stats["layouts"]["1x1"]["nodes"]
 
 
+def test_strong_branching_keeps_the_optimum_within_its_budget(with_qpb):
+    inst, result = with_qpb
+    node_qpb = result.stats["layouts"]["1x1"]["node_qpb"]
+    computed = sum(depth["computed"] for depth in node_qpb["by_depth"].values())
+    strong = node_qpb["strong_branching"]
+    assert strong["nodes"] > 0
+    assert strong["qpbs"] <= placement_bnb.STRONG_SHARE * computed + placement_bnb.STRONG_PER_S * 120
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(placement_bnb, "STRONG_DEPTH", -1)
+        plain = solve(inst)
+    assert plain.stats["layouts"]["1x1"]["node_qpb"]["strong_branching"] == {"nodes": 0, "qpbs": 0}
+    assert result.status == plain.status == "optimal" and result.bound.value == plain.bound.value
+    assert evaluate("placement", inst, plain.plan).objective == result.bound.value
+    with pytest.MonkeyPatch.context() as patch:     # without a budget every open node of depths 1-2 has it
+        patch.setattr(placement_bnb, "STRONG_PER_S", 10 ** 9)
+        unlimited = solve(inst)
+    node_qpb = unlimited.stats["layouts"]["1x1"]["node_qpb"]
+    shallow = [node_qpb["by_depth"][d] for d in ("1", "2") if d in node_qpb["by_depth"]]
+    assert node_qpb["strong_branching"]["nodes"] == sum(d["computed"] - d["pruned"] for d in shallow) > 0
+    assert unlimited.bound.value == result.bound.value
+
+
 def test_the_checker_proves_the_qpb_leaves_itself(with_qpb, monkeypatch):
     inst, result = with_qpb
     data = json.loads(json.dumps(result.bound.data))

@@ -201,15 +201,19 @@ def on_a_pipeline(inst: PlacementInstance) -> bool:
     return is_pipeline(inst.weights)
 
 
+LOCAL_PATIENCE = 100   # kicks in a row that find nothing better before an iterated descent ends
+
+
 @loads(*KERNELS, only_if=on_a_pipeline)
-def local(inst: PlacementInstance, options: SolveOptions) -> MethodResult:
+def local(inst: PlacementInstance, options: SolveOptions, patience: int = LOCAL_PATIENCE) -> MethodResult:
     """Iterated 2-swap / relocation / 3-cycle descent from the best pipeline walk (walk_start) and
-    from the serpentine placement (seeded kicks); the better."""
+    from the serpentine placement (seeded kicks, each descent until `patience` kicks in a row
+    find nothing better); the better."""
     rng = np.random.default_rng(options.seed)
 
     def search(fit, lay, deadline, report):
         starts = walk_start(fit, deadline, options.stopped) + [np.array(lay.order(True))]
-        perm, value, rounds = descents(fit, starts, rng, deadline, 100, report, options.stopped)
+        perm, value, rounds = descents(fit, starts, rng, deadline, patience, report, options.stopped)
         return value, {"rounds": rounds}
 
     return _per_layout(inst, options, "local search", search)

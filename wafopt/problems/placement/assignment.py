@@ -26,10 +26,21 @@ def hungarian(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def assignment_columns(costs: np.ndarray) -> np.ndarray:
     """(S, n): the column of each row in a minimum-cost assignment of each of the problems
     `costs` (S, n, m), n <= m (Hungarian method, compiled; infinite entries are barred)."""
+    return _assignments(costs)[0]
+
+
+def column_potentials(costs: np.ndarray) -> np.ndarray:
+    """(S, m): the column potentials v of each square problem `costs` (S, m, m) that `hungarian`
+    gives it (the same steps, in one compiled call)."""
+    return _assignments(costs)[1][:, 1:]
+
+
+def _assignments(costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     from wafopt.problems.placement.compiled import assignments  # lazy: numba
 
     costs = np.ascontiguousarray(costs, dtype=float)
     cols = np.zeros(costs.shape[:2], dtype=np.int64)
-    if not assignments(costs, cols):
+    potentials = np.zeros((costs.shape[0], costs.shape[2] + 1))
+    if not assignments(costs, cols, potentials):
         raise ValueError("an assignment problem has no assignment of finite cost")
-    return cols
+    return cols, potentials

@@ -282,9 +282,10 @@ def theta_steps(WA, WB, X, theta):
 
 
 @compiled
-def assignments(costs, cols):
+def assignments(costs, cols, potentials):
     """cols[s] = the columns of a minimum-cost assignment of problem s (costs: (S, n, m), n <= m),
-    each from a cold start (`assignment`); False where one has no finite assignment."""
+    each from a cold start (`assignment`), potentials[s] its column potentials (`assignment`'s v:
+    (S, m + 1), index 0 the virtual column); False where one has no finite assignment."""
     m = costs.shape[2]
     u, v = np.empty(max(costs.shape[1], 1)), np.empty(m + 1)
     row_of, way = np.empty(m + 1, dtype=np.int64), np.empty(m + 1, dtype=np.int64)
@@ -292,6 +293,7 @@ def assignments(costs, cols):
     for s in range(costs.shape[0]):
         if not assignment(costs[s], cols[s], v, False, u, row_of, way, dist, used):
             return False
+        potentials[s] = v
     return True
 
 
@@ -335,4 +337,4 @@ def pair_penalties(routes, flow_i, flow_j, pair_s, pair_h, pair_v, D, slot_of, b
 
 # numba's first call in a process sets up its compiler and loads the cache (0.15-0.4 s): made here,
 # on import, which the runner does before a method's clock starts (wafopt.problems.placement.kernels)
-assignments(np.zeros((1, 1, 1)), np.zeros((1, 1), dtype=np.int64))
+assignments(np.zeros((1, 1, 1)), np.zeros((1, 1), dtype=np.int64), np.zeros((1, 2)))

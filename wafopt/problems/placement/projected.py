@@ -54,7 +54,7 @@ import numpy as np
 
 from wafopt.core.errors import CertificateError
 from wafopt.core.numeric import close
-from wafopt.problems.placement.assignment import assignment_columns, hungarian
+from wafopt.problems.placement.assignment import assignment_columns, column_potentials, hungarian
 
 MAX_SLOTS = 64          # beyond this (the convexity check is an (m-1)^2 Cholesky) a tile keeps its GL bound
 THETA_INERT = 1e-6      # a theta entry whose step weight is below this share of the largest is inert
@@ -630,11 +630,11 @@ def _model_error(A, B, spec: NodeSpectra, N: np.ndarray) -> np.ndarray:
 def _assignment_lower_float(low: np.ndarray, fixing: bool = False):
     """A proven lower bound of min over permutations of <M, X> for every M >= low (entrywise; a
     stack k x m x m): the Lagrangian value sum_i min_j (low_ij - v_j) + sum_j v_j, valid for any v,
-    with v the column potentials of an optimal assignment (lap_potentials), less the float error
+    with v the column potentials of an optimal assignment (column_potentials), less the float error
     of the sum. With `fixing`, also what the bound rises by (k x m x m, proven lower) over the
     permutations with X_ij = 1: row i's minimum becomes low_ij - v_j."""
     k, m, _ = low.shape
-    v = np.array([lap_potentials(c)[1] for c in low]).reshape(k, m)
+    v = column_potentials(low)
     mins = (low - v[:, None, :]).min(axis=2)
     value = mins.sum(axis=1) + v.sum(axis=1)
     lower = value - gamma(2 * m + 2) * (np.abs(mins).sum(axis=1) + np.abs(v).sum(axis=1)) - TINY
