@@ -54,7 +54,11 @@ import numpy as np
 
 from wafopt.core.errors import CertificateError
 from wafopt.core.numeric import close
-from wafopt.problems.placement.assignment import assignment_columns, column_potentials, hungarian
+from wafopt.problems.placement.assignment import (
+    assignment_columns,
+    column_potentials,
+    hungarian,
+)
 
 MAX_SLOTS = 64          # beyond this (the convexity check is an (m-1)^2 Cholesky) a tile keeps its GL bound
 THETA_INERT = 1e-6      # a theta entry whose step weight is below this share of the largest is inert
@@ -633,7 +637,7 @@ def _assignment_lower_float(low: np.ndarray, fixing: bool = False):
     with v the column potentials of an optimal assignment (column_potentials), less the float error
     of the sum. With `fixing`, also what the bound rises by (k x m x m, proven lower) over the
     permutations with X_ij = 1: row i's minimum becomes low_ij - v_j."""
-    k, m, _ = low.shape
+    m = low.shape[-1]
     v = column_potentials(low)
     mins = (low - v[:, None, :]).min(axis=2)
     value = mins.sum(axis=1) + v.sum(axis=1)
