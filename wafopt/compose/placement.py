@@ -73,9 +73,10 @@ def placement_rlt1(inst, options: SolveOptions) -> MethodResult:
 @loads(*KERNELS)
 def placement_bnb(inst, options: SolveOptions) -> MethodResult:
     """Branch and bound, with the local search's plan (at most PLACEMENT_BNB_START_S, with
-    PLACEMENT_BNB_PATIENCE) as its first incumbent, or on large instances with a long limit the GA's (a tenth of the limit): on short
-    runs the GA would spend its share importing pymoo and ramping up a population; on long ones it
-    finds the plans the local search misses (nug30: 6124 against 6262)."""
+    PLACEMENT_BNB_PATIENCE) as its first incumbent, or on large instances with a long limit the
+    GA's (a tenth of the limit): on short runs the GA would spend its share importing pymoo and
+    ramping up a population; on long ones it finds the plans the local search misses (nug30: 6124
+    against 6262)."""
     share = start_seconds(options, PLACEMENT_START_SHARE, PLACEMENT_START_S)
     if options.time_limit is not None and share >= PLACEMENT_BNB_GA_S and inst.stages >= PLACEMENT_BNB_GA_STAGES:
         return bnb(inst, warm_started(options, lambda sub: ga(inst, sub).plan, share))
