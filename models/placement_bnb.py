@@ -505,8 +505,11 @@ class BranchAndBound:
         process would)."""
         if depth > STRONG_DEPTH or not math.isfinite(self.threshold):
             return False
-        computed = self.qpb_before + sum(counts[0] for counts in self.qpb_counts.values())
-        return self.strong[1] + cost <= STRONG_SHARE * computed + self.strong_free
+        return self.strong[1] + cost <= STRONG_SHARE * self.qpbs_computed() + self.strong_free
+
+    def qpbs_computed(self) -> int:
+        """Node QPBs computed in the tile's tree so far (in a wave group: with those before the wave)."""
+        return self.qpb_before + sum(counts[0] for counts in self.qpb_counts.values())
 
     def strong_branch(self, space: TileSpace, stages: np.ndarray, slots: np.ndarray, free: np.ndarray,
                       kids: np.ndarray, kid_bounds: np.ndarray) -> tuple[int, np.ndarray]:
@@ -686,9 +689,8 @@ class BranchAndBound:
             groups = [g for g in groups if g]
             off = frozenset(d for d in range(1, self.qpb_depth + 1) if not self.qpb_wanted(d))
             stop_at = None if deadline is None else deadline - tree.writing_s() - self.replay_s
-            computed = sum(counts[0] for counts in self.qpb_counts.values())
             tasks = [(index, self.best, self.threshold, stop_at, off, dive, (self.failed_descents, self.best_start),
-                      (computed, self.strong[1], self.strong_free),
+                      (self.qpbs_computed(), self.strong[1], self.strong_free),
                       [(tree.stages[node], tree.slots[node], bound, tree.flags(node), tree.planned.get(node))
                        for bound, node in group])
                      for group in groups]
