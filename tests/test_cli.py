@@ -58,8 +58,21 @@ def test_missing_file_and_unknown_method(tmp_path, capsys):
 def test_a_picture_that_cannot_be_written_stops_the_solve_before_it_starts(tmp_path, capsys, at_root):
     out = tmp_path / "x.json"
     args = ["solve", "instances/placement/pl-sparse-12.yaml", "--method", "local", "--quiet", "--out", str(out)]
-    assert main(args + ["--plot", str(tmp_path / "missing" / "x.png")]) == 2
+    (tmp_path / "a-file").write_text("in the way")
+    assert main(args + ["--plot", str(tmp_path / "a-file" / "x.png")]) == 2
     assert "cannot write the picture there" in capsys.readouterr().err and not out.exists()
+
+
+def test_pictures_create_their_directories_as_solutions_do(tmp_path, capsys, at_root):
+    solution, picture = tmp_path / "new" / "x.json", tmp_path / "new" / "deeper" / "x.png"
+    args = ["solve", "instances/placement/pl-sparse-12.yaml", "--method", "serpentine", "--quiet"]
+    assert main(args + ["--out", str(solution), "--plot", str(picture)]) == 0
+    assert solution.is_file() and picture.stat().st_size > 0
+    shown = tmp_path / "shown" / "y.png"
+    assert main(["show", str(solution), "--plot", str(shown)]) == 0 and shown.stat().st_size > 0
+    (tmp_path / "a-file").write_text("in the way")
+    assert main(["show", str(solution), "--plot", str(tmp_path / "a-file" / "y.png")]) == 2
+    assert "cannot write the picture" in capsys.readouterr().err
 
 
 def test_flag_errors_name_the_flag_and_a_kernel_method_on_a_scenario_names_problem(tmp_path, capsys):

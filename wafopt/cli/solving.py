@@ -6,7 +6,6 @@ import csv
 import io
 import json
 import math
-import os
 import sys
 
 import wafopt.api as api
@@ -28,6 +27,7 @@ from wafopt.cli.common import (
     solve_options,
     stderr,
 )
+from wafopt.present.draw import check_picture_path
 from wafopt.present.pictures import draw_solution
 from wafopt.present.planner import candidates_text
 from wafopt.present.tables import compare_tables, evaluation_text, result_line
@@ -120,9 +120,8 @@ class Solve(Command):
             # a scenario: the joint planner searches what `parallel:` leaves open; on a GPU cluster
             # (no die mesh to place on) Megatron-LM's layout is the plan
             args.method = "megatron" if not api.applicable(loaded, "plan") else "plan"
-        if args.plot and not os.access(os.path.dirname(os.path.abspath(args.plot)), os.W_OK):
-            raise InstanceError("cannot write the picture there (no such directory, or not writable); "
-                                "checked before solving", args.plot)
+        if args.plot:
+            check_picture_path(args.plot)
         api.prepare_method(loaded, args.method)   # its solver libraries load before "solving"
         options = solve_options(args)
         if args.warm_start:

@@ -474,6 +474,15 @@ def display_path(path: str | Path) -> str:
         return str(p)
 
 
+def can_create(path: str | Path) -> bool:
+    """Whether a file can be written at `path`, creating its missing parent directories as the
+    writers do: the nearest existing ancestor is a directory this process may write into."""
+    ancestor = Path(path).resolve().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    return ancestor.is_dir() and os.access(ancestor, os.W_OK | os.X_OK)
+
+
 def write_text(path: str | Path, text: str) -> Path:
     """Write `text` to `path` atomically (a temporary file renamed over it), so an interrupted
     write never leaves half a file. A path that names a device or a pipe (/dev/null, /dev/stdout)

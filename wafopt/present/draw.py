@@ -9,11 +9,13 @@ on every die.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
 from wafopt.core.errors import InstanceError
+from wafopt.core.files import can_create
 from wafopt.hardware.mesh import Die, Link, Mesh
 
 DIE = 0.72              # side of a die square (the mesh pitch is 1)
@@ -248,6 +250,27 @@ def draw_lines(ax, series: Sequence[tuple[str, Sequence[float], str, str]], xlab
         ax.set_title(title, fontsize=9)
 
 
+def check_picture_path(path: str) -> None:
+    """Refuse, before any work, a picture path that `write_figure` could not write."""
+    if not can_create(path):
+        raise InstanceError("cannot write the picture there (a file in the way, or not writable); "
+                            "checked before solving", str(path))
+
+
+def write_figure(fig, path, **savefig) -> None:
+    """Save a matplotlib figure as PNG at `path`, creating missing parent directories (as the
+    solution writer does), and close it; a path that cannot be written is an InstanceError."""
+    import matplotlib.pyplot as plt
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, **savefig)
+    except OSError as exc:
+        raise InstanceError(f"cannot write the picture: {exc.strerror or exc}", str(path)) from None
+    finally:
+        plt.close(fig)
+
+
 def save_figure(draw_fn, path: str, size: tuple[float, float] = (6.0, 5.0), panels: int = 1,
                 widths: Sequence[float] | None = None, caption: str = "") -> None:
     """Call draw_fn(ax) (or draw_fn(axes) for several panels side by side) on a fresh figure and
@@ -263,8 +286,7 @@ def save_figure(draw_fn, path: str, size: tuple[float, float] = (6.0, 5.0), pane
         if caption:
             fig.suptitle(caption, fontsize="medium")
         fig.tight_layout()
-        fig.savefig(path, dpi=130)
-    except OSError as exc:
-        raise InstanceError(f"cannot write the picture: {exc.strerror or exc}", str(path)) from None
-    finally:
+    except BaseException:
         plt.close(fig)
+        raise
+    write_figure(fig, path, dpi=130)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wafopt.core.errors import InstanceError
+from wafopt.present.draw import write_figure
 
 LEVELS = {"F1": "planned (F1)", "F2": "joint planner (F2)", "F3": "simulated (F3)"}
 PARETO_COLOUR, BEST_COLOUR, OTHER_COLOUR = "#c44e52", "#dd8452", "#999999"
@@ -133,18 +133,7 @@ FIGURES = {"funnel.png": funnel_figure, "pareto.png": pareto_figure, "s-curve.pn
 
 def plot_exploration(out: dict, directory: str | Path) -> list[Path]:
     """funnel.png, pareto.png and s-curve.png in `directory`."""
-    plt = _pyplot()
-    d = Path(directory)
-    paths = []
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        for name, figure in FIGURES.items():
-            fig = figure(out)
-            try:
-                fig.savefig(d / name, dpi=120)
-            finally:
-                plt.close(fig)
-            paths.append(d / name)
-    except OSError as exc:
-        raise InstanceError(f"cannot write the pictures: {exc.strerror or exc}", str(directory)) from None
+    paths = [Path(directory) / name for name in FIGURES]
+    for figure, path in zip(FIGURES.values(), paths):
+        write_figure(figure(out), path, dpi=120)
     return paths

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from wafopt.present.draw import write_figure
 from wafopt.present.tables import number
 
 INFEASIBLE_REASONS = (("model state", "model state over a die's DRAM"),
@@ -65,5 +66,4 @@ def convergence_png(stats: dict, path: str, title: str = "") -> None:
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    write_figure(fig, path, dpi=120)

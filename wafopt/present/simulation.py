@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from wafopt.core.errors import InstanceError
+from wafopt.present.draw import write_figure
 from wafopt.simulate.engine import Simulation
 
 PHASE_COLOURS = {"forward": "#4C72B0", "recompute": "#DD8452", "backward": "#55A868", "optimizer": "#222222"}
@@ -94,12 +95,4 @@ def simulation_figure(sim: Simulation, title: str = ""):
 
 def plot_simulation(sim: Simulation, path: str | Path, title: str = "") -> None:
     """The Gantt chart and the DRAM heat map of a simulation run with its timeline, as a PNG."""
-    import matplotlib.pyplot as plt
-
-    fig = simulation_figure(sim, title)
-    try:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-    except OSError as exc:
-        raise InstanceError(f"cannot write the picture: {exc.strerror or exc}", str(path)) from None
-    finally:
-        plt.close(fig)
+    write_figure(simulation_figure(sim, title), path, dpi=110, bbox_inches="tight")
