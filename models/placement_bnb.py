@@ -52,8 +52,8 @@ wafopt.problems.placement.branch_bound, which also re-derives the certificate. H
   and its proof are those of the search without waves, the plan among equal optima may differ.
 On a time limit or Ctrl-C the open nodes are the frontier: the bound is the least over the leaves of
 the tree (open, pruned or complete), and the tree is written as the certificate (kind
-"bnb-frontier", with the lowest open nodes listed; a tree over MAX_TREE_TOKENS is cut at the
-largest bound at which it fits, TileSearch.cut_for).
+"bnb-frontier", with the lowest open nodes listed; a tree over MAX_TREE_TOKENS, or whose packed
+text passes TREE_TEXT_BYTES, is cut at the largest bound at which it fits, TileSearch.cut_for).
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ from wafopt.core.result import CERTIFICATE, Bound, MethodResult
 from wafopt.core.workers import WorkerPool, one_blas_thread
 from wafopt.problems.placement.branch_bound import (
     MAX_TREE_TOKENS,
+    TREE_TEXT_BYTES,
     TileSpace,
     encode_tree,
     free_slots,
@@ -252,8 +253,14 @@ class TileSearch:
         frontier = [[[[int(i), int(k)] for i, k in zip(self.stages[node], self.slots[node])], float(b)]
                     for b, node in self.lowest(FRONTIER_LISTED)]
         cut = self.cut_for(limit)
+        tokens = self.tokens(cut)
+        tree = encode_tree(tokens)
+        while len(tree) > TREE_TEXT_BYTES:    # a tree that packs badly is cut further, to fit the file limit
+            cut = self.cut_for(int(0.9 * len(tokens) * TREE_TEXT_BYTES / len(tree)))
+            tokens = self.tokens(cut)
+            tree = encode_tree(tokens)
         bound = min(self.least(), cut)
-        return {"bound": float(bound), "tree": encode_tree(self.tokens(cut)), "open_nodes": self.pending(),
+        return {"bound": float(bound), "tree": tree, "open_nodes": self.pending(),
                 "frontier": frontier,
                 **({"cut_at_bound": cut} if math.isfinite(cut) else {})}
 

@@ -426,6 +426,20 @@ def test_a_tree_too_large_to_check_is_cut_and_still_certifies(monkeypatch):
     assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL
 
 
+def test_a_tree_too_large_for_the_file_limit_is_cut_until_it_fits(monkeypatch):
+    """A packed tree longer than TREE_TEXT_BYTES is cut further, so certify can read the file;
+    the cut bound still certifies."""
+    from wafopt.models import placement_bnb
+
+    lo = load(QAPLIB / "nug12.yaml")
+    whole = solve_direct(lo.instance, time_limit=60).bound.data["tiles"]["1x1"]["tree"]
+    monkeypatch.setattr(placement_bnb, "TREE_TEXT_BYTES", len(whole) // 3)
+    result = solve_direct(lo.instance, time_limit=60)
+    tile = result.bound.data["tiles"]["1x1"]
+    assert len(tile["tree"]) <= len(whole) // 3 and result.bound.value <= tile["cut_at_bound"] < 578.0
+    assert check_bnb_frontier(lo.instance, result.bound.data) >= result.bound.value - TOL
+
+
 @pytest.mark.parametrize("limit", [1, 40, 300, 3000])
 def test_the_cut_is_the_largest_bound_at_which_the_tree_fits(limit):
     """tokens(cut_for(limit)) fits in `limit`; the next larger node bound would not."""

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from wafopt.core.errors import InstanceError
 from wafopt.present.draw import write_figure
 from wafopt.simulate.engine import Simulation
 

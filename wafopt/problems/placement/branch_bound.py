@@ -56,6 +56,7 @@ from functools import cached_property
 import numpy as np
 
 from wafopt.core.errors import CertificateError
+from wafopt.core.limits import MAX_FILE_BYTES
 from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound
 from wafopt.problems.certificates import float_down
 from wafopt.problems.placement.assignment import assignment_columns
@@ -70,7 +71,8 @@ from wafopt.problems.placement.projected import (
 )
 
 FLOAT_ERROR = 1e-9    # relative error of a float bound's sums (far below the rule's REL_TOL)
-MAX_TREE_TOKENS = 20_000_000  # a certificate's tree beyond this is refused (checking it takes about 5 minutes)
+MAX_TREE_TOKENS = 40_000_000  # a certificate's tree beyond this is refused (a proof of nug22 needs more than 20 million)
+TREE_TEXT_BYTES = MAX_FILE_BYTES * 3 // 4   # a packed tree beyond this is cut further: the solution file stays readable
 
 
 def symmetry_group(fit: Fitness) -> list[np.ndarray]:
