@@ -73,6 +73,9 @@ def test_pictures_create_their_directories_as_solutions_do(tmp_path, capsys, at_
     (tmp_path / "a-file").write_text("in the way")
     assert main(["show", str(solution), "--plot", str(tmp_path / "a-file" / "y.png")]) == 2
     assert "cannot write the picture" in capsys.readouterr().err
+    space = tmp_path / "space.yaml"   # never read: the picture directory is checked first
+    assert main(["explore", str(space), "--plot", str(tmp_path / "a-file" / "pictures"), "--quiet"]) == 2
+    assert "cannot write the picture there" in capsys.readouterr().err
 
 
 def test_flag_errors_name_the_flag_and_a_kernel_method_on_a_scenario_names_problem(tmp_path, capsys):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 
 import wafopt.api as api
 from wafopt.api import EXIT_OK
 from wafopt.cli.common import Command, stderr
+from wafopt.present.draw import check_picture_path
 from wafopt.present.progress import LevelProgress, explore_progress
 
 
@@ -31,6 +33,8 @@ class Explore(Command):
         p.add_argument("--quiet", action="store_true")
 
     def run(self, args):
+        if args.plot:
+            check_picture_path(str(Path(args.plot) / "funnel.png"))
         with contextlib.nullcontext() if args.quiet else LevelProgress() as bars:
             done = api.explore(args.space, exhaustive=args.exhaustive, store=args.store, workers=args.workers,
                                scheduler=args.scheduler, budget=args.budget, time_limit=args.time_limit,
