@@ -92,7 +92,7 @@ from wafopt.problems.placement.projected import (
 from wafopt.solvers.reported import expect_parts, report
 
 FRONTIER_LISTED = 100      # open nodes listed (with their bounds) in the certificate
-INTERRUPTED_TREE_TOKENS = 1_000_000   # the certificate's tree after Ctrl-C (writing takes about 0.64 s a million)
+INTERRUPTED_TREE_TOKENS = 400_000   # the certificate's tree after Ctrl-C (cut and written at about 0.9 s a million)
 WRITE_S_TOKEN = 7e-7       # seconds to write the certificate and the solution per tree token, and per
 WRITE_S_NODE = 4e-6        # expanded node when the tree must be cut (cut_for; measured on nug20/21: about
                            # 6.4e-7 a token at 6 and 16 million): the search stops this much before its deadline,
