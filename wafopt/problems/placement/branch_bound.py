@@ -71,7 +71,7 @@ from wafopt.problems.placement.projected import (
 )
 
 FLOAT_ERROR = 1e-9    # relative error of a float bound's sums (far below the rule's REL_TOL)
-MAX_TREE_TOKENS = 40_000_000  # a certificate's tree beyond this is refused (a proof of nug22 needs more than 20 million)
+MAX_TREE_TOKENS = 40_000_000  # a certificate's tree beyond this is refused (nug21's proof has 20.3 million)
 TREE_TEXT_BYTES = MAX_FILE_BYTES * 3 // 4   # a packed tree beyond this is cut further: the solution file stays readable
 
 
