@@ -70,6 +70,9 @@ def test_pictures_create_their_directories_as_solutions_do(tmp_path, capsys, at_
     assert solution.is_file() and picture.stat().st_size > 0
     shown = tmp_path / "shown" / "y.png"
     assert main(["show", str(solution), "--plot", str(shown)]) == 0 and shown.stat().st_size > 0
+    bare = tmp_path / "shown" / "no-suffix"    # written where named, not as no-suffix.png
+    assert main(["show", str(solution), "--plot", str(bare)]) == 0 and bare.stat().st_size > 0
+    assert main(args + ["--out", str(solution), "--plot", str(tmp_path / "shown")]) == 2   # a directory
     (tmp_path / "a-file").write_text("in the way")
     assert main(["show", str(solution), "--plot", str(tmp_path / "a-file" / "y.png")]) == 2
     assert "cannot write the picture" in capsys.readouterr().err

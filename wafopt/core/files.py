@@ -476,7 +476,10 @@ def display_path(path: str | Path) -> str:
 
 def can_create(path: str | Path) -> bool:
     """Whether a file can be written at `path`, creating its missing parent directories as the
-    writers do: the nearest existing ancestor is a directory this process may write into."""
+    writers do: not a directory itself, and the nearest existing ancestor is a directory this
+    process may write into."""
+    if Path(path).is_dir():
+        return False
     ancestor = Path(path).resolve().parent
     while not ancestor.exists():
         ancestor = ancestor.parent

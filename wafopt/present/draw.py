@@ -253,8 +253,8 @@ def draw_lines(ax, series: Sequence[tuple[str, Sequence[float], str, str]], xlab
 def check_picture_path(path: str) -> None:
     """Refuse, before any work, a picture path that `write_figure` could not write."""
     if not can_create(path):
-        raise InstanceError("cannot write the picture there (a file in the way, or not writable); "
-                            "checked before solving", str(path))
+        raise InstanceError("cannot write the picture there (a directory, a file in the way, or not writable); "
+                            "checked before any work", str(path))
 
 
 def write_figure(fig, path, **savefig) -> None:
@@ -264,7 +264,7 @@ def write_figure(fig, path, **savefig) -> None:
 
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, **savefig)
+        fig.savefig(path, format="png", **savefig)   # at `path` as given: no ".png" appended
     except OSError as exc:
         raise InstanceError(f"cannot write the picture: {exc.strerror or exc}", str(path)) from None
     finally:

@@ -276,19 +276,13 @@ def assignment_lower(cost: Exact) -> Fraction:
     sum u + sum v + sum min(0, cost - u_i - v_k) of float potentials u, v (valid for any u, v;
     near-optimal ones from the LP dual of the float problem)."""
     approx = cost.floats()
-    u, v = lap_potentials(approx)
+    _, u, v = hungarian(approx)   # the Hungarian method's optimal potentials
     prices = Exact.of(np.concatenate([u, v]))
     m = len(u)
     pu, pv = prices.num[:m], prices.num[m:]
     reduced = cost.num * prices.den - cost.den * (pu[:, None] + pv[None, :])
     negative = int(np.where(reduced < 0, reduced, 0).sum())
     return Fraction(int(pu.sum() + pv.sum()), prices.den) + Fraction(negative, cost.den * prices.den)
-
-
-def lap_potentials(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Optimal dual potentials of a square assignment problem (the Hungarian method's)."""
-    _, u, v = hungarian(cost)
-    return u, v
 
 
 # --- the bound of one point ------------------------------------------------------------------------
