@@ -291,6 +291,26 @@ def test_tampered_certificates_do_not_prove_their_bound(open_frontier):
             check_bnb_frontier(inst, broken)
 
 
+def test_the_checker_on_workers_derives_the_serial_bound(open_frontier, monkeypatch):
+    import wafopt.problems.placement.branch_bound as bb
+
+    inst, result = open_frontier
+    space = TileSpace(inst, inst.layouts[0])
+    tile = result.bound.data["tiles"]["1x1"]
+    tokens = decode_tree(tile["tree"], inst.stages)
+    monkeypatch.setattr(bb, "PARALLEL_NODES", 0)       # the small tree still goes to the workers
+    monkeypatch.setattr(bb, "WALK_BATCH", 4)           # in many batches
+    monkeypatch.setattr(bb.os, "cpu_count", lambda: 2)
+    for claimed in (tile["bound"], tile["bound"] + 50, -1e9):
+        serial = walk(space, tokens, claimed)
+        assert walk(space, tokens, claimed, workers=2) == serial
+    assert check_bnb_frontier(inst, result.bound.data, workers=2) == check_bnb_frontier(inst, result.bound.data)
+    raised = copy.deepcopy(result.bound.data)
+    raised["tiles"]["1x1"]["bound"] = tile["bound"] + 50
+    with pytest.raises(CertificateError, match="above what its tree proves"):
+        check_bnb_frontier(inst, raised, workers=2)
+
+
 def test_tree_round_trip():
     tokens = [3, 0, 5, 5, 1, 5, 5, 5]
     assert decode_tree(encode_tree(tokens), 5).tolist() == tokens

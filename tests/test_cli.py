@@ -141,6 +141,8 @@ def test_solve_certify_show_round_trip(tmp_path, capsys, monkeypatch):
     path.write_text(json.dumps(data))
     assert main(["certify", str(path)]) == 5
     assert "INVALID" in capsys.readouterr().out
+    assert main(["certify", str(path), "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
     assert main(["show", inst, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     stage = info["summary"]["workload"]["stages"][0]

@@ -55,6 +55,22 @@ def test_results_come_back_by_task_number_whatever_finishes_first(start_method):
     assert not any(process.is_alive() for process in processes)
 
 
+def test_ordered_results_follow_the_tasks_with_a_bounded_number_ahead():
+    pool = WorkerPool(2, "fork")
+    seen = []
+
+    def tasks():
+        for k in range(7):
+            seen.append(k)
+            yield (k, 0.2 if k == 0 else 0.0)     # the first finishes last
+    try:
+        results = pool.ordered(slow_identity, tasks(), ahead=3)
+        assert next(results) == 0 and seen == [0, 1, 2]    # no more than 3 handed out before the first returns
+        assert list(results) == [1, 2, 3, 4, 5, 6]
+    finally:
+        pool.close()
+
+
 def test_a_failing_task_raises_with_the_workers_traceback_and_the_pool_goes_on():
     pool = WorkerPool(1, "fork")
     try:

@@ -101,8 +101,7 @@ def options(time_limit: float | None = None, seed: int = 0, warm_start=None, qui
         raise InstanceError(f"must be a positive number of seconds, got {time_limit}", "time_limit")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InstanceError(f"must be a non-negative integer, got {seed!r}", "seed")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise InstanceError(f"must be a positive number of processes, got {workers!r}", "workers")
+    check_workers(workers)
     if isinstance(elite_share, bool) or not isinstance(elite_share, (int, float)) or not 0 <= elite_share <= 1:
         raise InstanceError(f"must lie in [0, 1], got {elite_share!r}", "elite_share")   # also refuses nan
     if solver != "highs":
@@ -113,6 +112,11 @@ def options(time_limit: float | None = None, seed: int = 0, warm_start=None, qui
                             "warm_start")
     return SolveOptions(time_limit=time_limit, seed=seed, quiet=quiet, verbose=verbose, warm_start=start,
                         workers=workers, solver=solver, elite_share=float(elite_share), scheduler=scheduler)
+
+
+def check_workers(workers) -> None:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InstanceError(f"must be a positive number of processes, got {workers!r}", "workers")
 
 
 def check_warm_start(instance: Instance, plan: dict, where: str = "warm_start") -> None:
@@ -214,25 +218,28 @@ def evaluate(instance: Instance | str | Path | Mapping, plan, problem: str | Non
 
 
 def certify(solution: str | Path | Result | Solution, instance: str | Path | None = None, *,
-            resolve: bool = False, time_limit: float | None = None):
+            resolve: bool = False, time_limit: float | None = None, workers: int = 1):
     """Re-check a solution without trusting it (see `wafopt certify`): returns the report with
-    `.verdict` (certified, claimed or invalid), the certified bound and gap, and its lines."""
+    `.verdict` (certified, claimed or invalid), the certified bound and gap, and its lines.
+    workers: the processes a branch-and-bound tree's check may use (the verdict is the same)."""
+    check_workers(workers)
     if isinstance(solution, Result):
         solution = solution.solution
     if isinstance(solution, Solution):
         with tempfile.TemporaryDirectory() as tmp:
             path = solution.write(Path(tmp) / "solution.json")
             return certify_solution(str(path), instance if instance is not None else solution.instance,
-                                    **_certify_options(resolve, time_limit))
+                                    workers=workers, **_certify_options(resolve, time_limit))
     return certify_solution(display_path(solution), None if instance is None else str(instance),
-                            **_certify_options(resolve, time_limit))
+                            workers=workers, **_certify_options(resolve, time_limit))
 
 
 def certify_file(path: str | Path, instance: str | Path | None = None, resolve: bool = False,
-                 time_limit: float | None = None):
+                 time_limit: float | None = None, workers: int = 1):
     """`wafopt certify`: as `certify`, on a solution file whose path the report names as given."""
+    check_workers(workers)
     return certify_solution(str(path), None if instance is None else str(instance), resolve=resolve,
-                            time_limit=time_limit)
+                            time_limit=time_limit, workers=workers)
 
 
 def _certify_options(resolve: bool, time_limit: float | None) -> dict:

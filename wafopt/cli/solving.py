@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 
 import wafopt.api as api
@@ -200,13 +201,18 @@ class Certify(Command):
                        help="confirm a solver's claim by re-solving with an exact method (cpsat or milp)")
         p.add_argument("--time-limit", type=float, metavar="S",
                        help="seconds for --resolve (default: 60)")
+        p.add_argument("--workers", type=int, metavar="N",
+                       help="check a branch-and-bound tree on N processes (default: the number of cores)")
 
     def run(self, args):
         if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
             raise InstanceError(f"must be a positive number of seconds, got {args.time_limit}", "--time-limit")
         if args.time_limit is not None and not args.resolve:
             raise InstanceError("only applies with --resolve", "--time-limit")
-        report = api.certify_file(args.solution, args.instance, resolve=args.resolve, time_limit=args.time_limit)
+        if args.workers is not None and args.workers < 1:
+            raise InstanceError(f"must be a positive number of processes, got {args.workers}", "--workers")
+        report = api.certify_file(args.solution, args.instance, resolve=args.resolve, time_limit=args.time_limit,
+                                  workers=(os.cpu_count() or 1) if args.workers is None else args.workers)
         for line in report.lines:
             print(line)
         return report.exit_code

@@ -17,9 +17,10 @@ import multiprocessing.connection
 import signal
 import traceback
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 JOIN_S = 0.5   # how long a worker may take to exit (asked, or terminated) before it is killed
+WAIT_S = 1.0   # how long one wait for a result blocks before it looks again
 
 
 class WorkerError(RuntimeError):
@@ -115,6 +116,22 @@ class WorkerPool:
             finished.append(number)
         self._dispatch()
         return finished
+
+    def ordered(self, function: Callable, tasks: Iterable[tuple], ahead: int) -> Iterator:
+        """function(*task) for each task, the results in task order, with at most `ahead` tasks
+        submitted and not yet returned (so a long task list is never all in memory)."""
+        submitted: deque = deque()
+        for task in tasks:
+            submitted.append(self.submit(function, *task))
+            if len(submitted) >= ahead:
+                yield self._when_done(submitted.popleft())
+        while submitted:
+            yield self._when_done(submitted.popleft())
+
+    def _when_done(self, number: int) -> Any:
+        while not self.done(number):
+            self.wait(WAIT_S)
+        return self.result(number)
 
     def result(self, number: int) -> Any:
         """A finished task's result (its exception re-raised with the worker's traceback)."""

@@ -155,7 +155,7 @@ def check_certificate(scenario: Scenario, data: dict) -> float:
 CHECKS = {"compute-floor": check_compute_floor, KIND: check_certificate}
 
 
-def check(instance, kind: str, data) -> float:
+def check(instance, kind: str, data, workers: int = 1) -> float:
     return dispatch(CHECKS, instance, kind, data)
 
 

@@ -3,7 +3,8 @@
 Every problem's certificate module has
 - `CHECKS`: kind -> `check_<kind>(instance, data) -> float`, the value the data proves, re-derived
   from the instance (raises CertificateError when the data does not prove a bound);
-- `check(instance, kind, data)`: that dispatch;
+- `check(instance, kind, data, workers)`: that dispatch (`workers`: the processes a check may use;
+  only branch-and-bound trees use more than one);
 - `bound(instance) -> Bound | None`: the cheap bound `certify` computes itself from the instance
   alone, so a solution without a certificate still gets a certified gap.
 

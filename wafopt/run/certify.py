@@ -72,8 +72,9 @@ class Report:
 
 
 def certify(solution_path: str, instance_path: str | None = None, resolve: bool = False,
-            time_limit: float | None = None) -> Report:
-    """Re-check a solution file; bad input (an unreadable file, a wrong type) raises InstanceError."""
+            time_limit: float | None = None, workers: int = 1) -> Report:
+    """Re-check a solution file, its certificate on `workers` processes; bad input (an unreadable
+    file, a wrong type) raises InstanceError."""
     report = Report()
     raw = _raw_fields(solution_path)
     if raw is None or "plan" not in raw:
@@ -89,7 +90,7 @@ def certify(solution_path: str, instance_path: str | None = None, resolve: bool 
     if invalid:   # another instance: its plan check and bounds would read as results
         return _finish(report, invalid)
     invalid += _check_plan(sol, loaded, report)
-    invalid += _check_bounds(sol, loaded, raw or {}, report)
+    invalid += _check_bounds(sol, loaded, raw or {}, report, workers)
     if invalid:
         return _finish(report, invalid)
     verdict, why = _verdict(sol, report)
@@ -207,13 +208,13 @@ def _check_plan(sol: Solution, loaded: Loaded, report: Report) -> list[str]:
 
 # ---- bounds ---------------------------------------------------------------------------------------
 
-# problem -> the module that re-derives its certified bounds: check(instance, kind, data), bound(instance);
-# imported on first use
+# problem -> the module that re-derives its certified bounds: check(instance, kind, data, workers),
+# bound(instance); imported on first use
 CERTIFICATES = References({**{problem: f"{package}.certificate" for problem, package in PROBLEMS.items()},
                            "plan": "wafopt.planner.certificate"})   # a scenario's: the planner's
 
 
-def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report) -> list[str]:
+def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report, workers: int) -> list[str]:
     invalid = []
     certificate = CERTIFICATES[loaded.problem]
     proven: list[tuple[float, str]] = []
@@ -232,7 +233,7 @@ def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report) -> l
             invalid.append(f"bound {bound!r} is above the solution's own objective {sol.objective!r}")
         if provenance == CERTIFICATE:
             try:
-                derived = certificate.check(loaded.instance, sol.bound_kind, sol.certificate)
+                derived = certificate.check(loaded.instance, sol.bound_kind, sol.certificate, workers)
             except CertificateError as exc:
                 invalid.append(f"the {sol.bound_kind or 'unnamed'} certificate does not prove the bound: {exc}")
             except (TypeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError) as exc:

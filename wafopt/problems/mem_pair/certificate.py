@@ -113,7 +113,7 @@ def check_transport_lp(inst: MemPairInstance, data: dict) -> float:
 CHECKS = {"transport-lp": check_transport_lp}
 
 
-def check(instance, kind: str, data) -> float:
+def check(instance, kind: str, data, workers: int = 1) -> float:
     return dispatch(CHECKS, instance, kind, data)
 
 

@@ -48,8 +48,12 @@ bound exceeds its re-derived one (a node may be listed with its row-minimum boun
 from __future__ import annotations
 
 import base64
+import gc
 import math
+import multiprocessing
+import os
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -58,6 +62,7 @@ import numpy as np
 from wafopt.core.errors import CertificateError
 from wafopt.core.limits import MAX_FILE_BYTES
 from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound
+from wafopt.core.workers import WorkerPool, one_blas_thread
 from wafopt.problems.certificates import float_down
 from wafopt.problems.placement.assignment import assignment_columns
 from wafopt.problems.placement.fitness import Fitness
@@ -73,6 +78,9 @@ from wafopt.problems.placement.projected import (
 FLOAT_ERROR = 1e-9    # relative error of a float bound's sums (far below the rule's REL_TOL)
 MAX_TREE_TOKENS = 40_000_000  # a certificate's tree beyond this is refused (nug21's proof has 20.3 million)
 TREE_TEXT_BYTES = MAX_FILE_BYTES * 3 // 4   # a packed tree beyond this is cut further: the solution file stays readable
+WALK_BATCH = 64              # expanded nodes the checker bounds together (fixed: the bounds never depend on workers)
+PARALLEL_NODES = 2_000       # expanded nodes from which the checker bounds its batches on worker processes
+BATCHES_AHEAD = 4            # ... with this many batches per worker handed out ahead
 
 
 def symmetry_group(fit: Fitness) -> list[np.ndarray]:
@@ -399,13 +407,14 @@ def decode_tree(text: str, n: int, limit: int = MAX_TREE_TOKENS) -> np.ndarray:
     return tokens
 
 
-def walk(space: TileSpace, tokens: np.ndarray, claimed: float) -> float:
+def walk(space: TileSpace, tokens: np.ndarray, claimed: float, workers: int = 1) -> float:
     """Re-derive the least leaf bound of a preorder tree, exactly where it is below `claimed`
     (a node whose row-minimum bound clears `claimed` is counted at `claimed`). A node's bound is the
     larger of its own (Gilmore-Lawler, then its QPB where proven and still needed) and its
     parent's: its plans are among its parent's.
     Raises CertificateError on a malformed tree. The tree is read first; then, depth by depth, the
-    children of nodes with as many fixed stages and kids are bounded in batches."""
+    children of nodes with as many fixed stages and kids are bounded in batches (bound_batch), on
+    `workers` processes for a tree of PARALLEL_NODES expanded nodes or more."""
     n = space.n
     position = 0
 
@@ -458,40 +467,80 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float) -> float:
     inherited[0] = root_bound(space)
     floors: dict[int, np.ndarray] = {}     # expanded node -> its kids' bounds from its own QPB
     least = math.inf
-    for d in sorted(by_depth):
-        for indices in by_depth[d].values():
-            for start in range(0, len(indices), 64):
-                part = indices[start:start + 64]
-                chunk = [nodes[i] for i in part]
-                floor = np.array([floors.pop(i) if i in floors else np.full(len(nodes[i][3]), -np.inf)
-                                  for i in part])
-                bound, exact, _ = space.children_batch(
-                    np.array([node[0] for node in chunk], dtype=int).reshape(len(chunk), d),
-                    np.array([node[1] for node in chunk], dtype=int).reshape(len(chunk), d),
-                    np.array([node[2] for node in chunk]), np.array([node[3] for node in chunk]), cutoff=claimed,
-                    floor=floor)
-                raised = np.where(exact, bound, np.maximum(bound, claimed))
-                raised = np.maximum(raised, inherited[part][:, None])
-                if space.qpb_may_pay and d + 1 < n:   # a kid below the claim may hold by QPB
-                    shorts = [np.flatnonzero(row < claimed) for row in raised]
-                    todo = [b for b, short in enumerate(shorts) if len(short)]
-                    if todo:
-                        qpbs, below = space.qpb_children_batch([(chunk[b][0], chunk[b][1], chunk[b][2],
-                                                                np.asarray(chunk[b][3])[shorts[b]]) for b in todo],
-                                                               fixing=True)
-                        for b, qpb, grand in zip(todo, qpbs, below):
-                            raised[b, shorts[b]] = np.maximum(raised[b, shorts[b]], qpb)
-                            for a, kid_bounds in zip(shorts[b], grand):
-                                child = chunk[b][4][a]
-                                if child >= 0:
-                                    floors[child] = fixed_kids(space, nodes[child], kid_bounds)
-                for b, node in enumerate(chunk):
-                    below = np.asarray(node[4])
+    with _batch_runner(space, workers if len(nodes) >= PARALLEL_NODES else 1) as bound_batches:
+        for d in sorted(by_depth):
+            parts = [indices[start:start + WALK_BATCH] for indices in by_depth[d].values()
+                     for start in range(0, len(indices), WALK_BATCH)]
+            tasks = ((np.array([nodes[i][0] for i in part], dtype=int).reshape(len(part), d),
+                      np.array([nodes[i][1] for i in part], dtype=int).reshape(len(part), d),
+                      np.array([nodes[i][2] for i in part]), np.array([nodes[i][3] for i in part]),
+                      np.array([floors.pop(i) if i in floors else np.full(len(nodes[i][3]), -np.inf) for i in part]),
+                      inherited[part], np.array([nodes[i][4] for i in part]) >= 0, claimed)
+                     for part in parts)
+            for part, (raised, grand) in zip(parts, bound_batches(tasks)):
+                for (b, a), kid_bounds in grand.items():
+                    child = nodes[part[b]][4][a]
+                    floors[child] = fixed_kids(space, nodes[child], kid_bounds)
+                for b, i in enumerate(part):
+                    below = np.asarray(nodes[i][4])
                     leaves = below < 0
                     if leaves.any():
                         least = min(least, float(raised[b][leaves].min()))
                     inherited[below[~leaves]] = raised[b][~leaves]
     return least
+
+
+def bound_batch(space: TileSpace, stages: np.ndarray, slots: np.ndarray, branch: np.ndarray, kids: np.ndarray,
+                floor: np.ndarray, inherited: np.ndarray, expanded: np.ndarray, claimed: float) -> tuple:
+    """The walk's bounds of the kids of a batch of expanded nodes with as many fixed stages and
+    kids (B x kids; each at least its node's inherited bound and its floor, the node's QPB with
+    the kid fixed; a kid whose weaker bounds clear `claimed` counted at `claimed`), and for each
+    expanded kid (`expanded`) that needed its QPB, {(b, kid): the bounds of its free stages at its
+    free slots}, which bound its own kids."""
+    d = stages.shape[1]
+    bound, exact, _ = space.children_batch(stages, slots, branch, kids, cutoff=claimed, floor=floor)
+    raised = np.where(exact, bound, np.maximum(bound, claimed))
+    raised = np.maximum(raised, inherited[:, None])
+    grand_bounds: dict[tuple[int, int], np.ndarray] = {}
+    if space.qpb_may_pay and d + 1 < space.n:   # a kid below the claim may hold by QPB
+        shorts = [np.flatnonzero(row < claimed) for row in raised]
+        todo = [b for b, short in enumerate(shorts) if len(short)]
+        if todo:
+            qpbs, below = space.qpb_children_batch([(stages[b].tolist(), slots[b].tolist(), int(branch[b]), kids[b][shorts[b]])
+                                                    for b in todo], fixing=True)
+            for b, qpb, grand in zip(todo, qpbs, below):
+                raised[b, shorts[b]] = np.maximum(raised[b, shorts[b]], qpb)
+                for a, kid_bounds in zip(shorts[b], grand):
+                    if expanded[b, a]:
+                        grand_bounds[(b, int(a))] = kid_bounds
+    return raised, grand_bounds
+
+
+_WALKED: list = []   # the tile shape a walk bounds, inherited by its forked workers
+
+
+def _bound_batch_here(*task) -> tuple:
+    return bound_batch(_WALKED[0], *task)
+
+
+@contextmanager
+def _batch_runner(space: TileSpace, workers: int):
+    """A function mapping an iterable of bound_batch tasks to their results in order: on `workers`
+    forked processes (one when they cannot fork); every batch is bounded alone, so the results
+    do not depend on the number of processes."""
+    workers = min(workers, os.cpu_count() or 1)     # more processes than cores only add forks
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        yield lambda tasks: (bound_batch(space, *task) for task in tasks)
+        return
+    _WALKED[:] = [space]
+    pool = WorkerPool(workers, "fork", initializer=one_blas_thread)
+    gc.freeze()      # the forked workers never touch the tree: no collection may copy its pages
+    try:
+        yield lambda tasks: pool.ordered(_bound_batch_here, tasks, ahead=BATCHES_AHEAD * workers)
+    finally:
+        gc.unfreeze()
+        pool.close()
+        _WALKED.clear()
 
 
 def fixed_kids(space: TileSpace, node, bounds: np.ndarray) -> np.ndarray:
@@ -549,11 +598,12 @@ def path_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
     return best
 
 
-def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
+def check_bnb_frontier(inst: PlacementInstance, data: dict, workers: int = 1) -> float:
     """The bound a branch-and-bound tree proves: per tile shape the least leaf bound of its tree
     (re-derived), or the root Gilmore-Lawler bound for a tile shape without a tree, or the tile's
     root QPB (`root`: a qpb certificate entry) where that is stronger; then the least over the
-    tile shapes. Listed frontier nodes must re-derive to their stored bounds."""
+    tile shapes. Listed frontier nodes must re-derive to their stored bounds. The trees are walked
+    on `workers` processes."""
     tiles = data.get("tiles")
     if not isinstance(tiles, dict):
         raise CertificateError("a bnb-frontier certificate needs tiles: {shape: {tree, bound, frontier}}")
@@ -572,7 +622,7 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict) -> float:
         claimed = entry.get("bound")
         if not isinstance(claimed, (int, float)) or isinstance(claimed, bool) or not math.isfinite(claimed):
             raise CertificateError(f"bnb-frontier tiles.{name}.bound must be a finite number")
-        least = walk(space, decode_tree(entry["tree"], space.n), float(claimed))
+        least = walk(space, decode_tree(entry["tree"], space.n), float(claimed), workers)
         if "root" in entry:     # a convex quadratic programming bound of the whole tile shape
             root = entry_value(space.C, space.D, entry["root"], True, f"bnb-frontier tiles.{name}.root")
             least = max(least, float(math.ceil(root)) if space.integral else float_down(root))

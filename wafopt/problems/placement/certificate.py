@@ -339,8 +339,10 @@ CHECKS = {"gilmore-lawler": check_gilmore_lawler, "rlt1": check_rlt1, "bnb-front
           "qpb": lambda inst, data: check_projected(inst, data, True)}
 
 
-def check(instance, kind: str, data) -> float:
-    return dispatch(CHECKS, instance, kind, data)
+def check(instance, kind: str, data, workers: int = 1) -> float:
+    """The bound a certificate proves; a branch-and-bound tree is walked on `workers` processes."""
+    checks = {**CHECKS, "bnb-frontier": lambda inst, data: check_bnb_frontier(inst, data, workers)}
+    return dispatch(checks, instance, kind, data)
 
 
 CHEAP_BOUND_WORK = 4e6   # n^2 m of the largest instance whose Gilmore-Lawler bound certify computes itself

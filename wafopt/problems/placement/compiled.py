@@ -141,10 +141,22 @@ def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_s
         for step in range(first, first + count):
             if not going[p]:
                 break
+            # one pass for the gradient and its products with X and the start point (separate
+            # passes would each wait on one sum's additions; the sums' order is unchanged)
+            at_X = 0.0
+            lin_X = 0.0
+            at_start = 0.0
+            with_start = pairwise and weight[0] > 0.0
             for i in range(m):
                 for j in range(m):
-                    W[i, j] = WX[p, i, j] - WP[p, i, j]
-                    grad[i, j] = 2.0 * W[i, j] + linear[p, i, j]
+                    w = WX[p, i, j] - WP[p, i, j]
+                    g = 2.0 * w + linear[p, i, j]
+                    W[i, j] = w
+                    grad[i, j] = g
+                    at_X += g * X[p, i, j]
+                    lin_X += linear[p, i, j] * X[p, i, j]
+                    if with_start:
+                        at_start += g * start[i, j]
             if not assignment(grad, cols, potentials[p], step > 0, u, row_of, way, dist, used):
                 going[p] = False
                 break
@@ -152,12 +164,6 @@ def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_s
             for i in range(m):
                 slope_to += grad[i, cols[i]]
                 inverse[cols[i]] = i
-            at_X = 0.0
-            lin_X = 0.0
-            for i in range(m):
-                for j in range(m):
-                    at_X += grad[i, j] * X[p, i, j]
-                    lin_X += linear[p, i, j] * X[p, i, j]
             lower = h[p] + lin_X + constant[p] + slope_to - at_X
             if lower > best[p]:
                 best[p] = lower
@@ -173,20 +179,21 @@ def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_s
                 for a in range(n_atoms):
                     if weight[a] <= 0.0:
                         continue
-                    product = 0.0
-                    if a == 0:
-                        for i in range(m):
-                            for j in range(m):
-                                product += grad[i, j] * start[i, j]
-                    else:
+                    product = at_start
+                    if a > 0:
+                        product = 0.0
                         for i in range(m):
                             product += grad[i, perm[a, i]]
                     if product > most:
                         most = product
                         away = a
                 slope = slope_to - most
-            # Wd = W(vertex) - W(X) (classic) or W(vertex) (pairwise, the atom's taken off below),
-            # W(vertex) = A B[cols] - S[:, inverse] - T[cols]; d = vertex - X or vertex - atom
+            # row by row: Wd = W(vertex) - W(X) (classic) or W(vertex) - W(atom) (pairwise),
+            # W(vertex) = A B[cols] - S[:, inverse] - T[cols]; d = vertex - X or vertex - atom;
+            # the line search's sums over the finished row
+            largest = weight[away] if pairwise else 1.0
+            curvature = 0.0
+            along = 0.0
             for i in range(m):
                 for j in range(m):
                     Wd[i, j] = -S[p, i, inverse[j]] - T[p, cols[i], j] - (0.0 if pairwise else WX[p, i, j])
@@ -200,16 +207,10 @@ def steps_batch(A, B, linear, constant, S, T, X, WX, WP, h, best, best_X, best_s
                         row = cols[q]
                         for j in range(m):
                             Wd[i, j] += a * B[p, row, j]
-            largest = 1.0
-            if pairwise:
-                largest = weight[away]
-                for i in range(m):
+                if pairwise:
                     for j in range(m):
                         W_atom[n_atoms, i, j] = Wd[i, j]     # the vertex's W, kept if it is a new atom
                         Wd[i, j] -= W_atom[away, i, j]
-            curvature = 0.0
-            along = 0.0
-            for i in range(m):
                 for j in range(m):
                     curvature += d[i, j] * Wd[i, j]
                     along += W[i, j] * d[i, j]

@@ -92,7 +92,7 @@ def check_memory_relaxation(inst: RecomputeInstance, data: dict) -> float:
 CHECKS = {"memory-relaxation": check_memory_relaxation}
 
 
-def check(instance, kind: str, data) -> float:
+def check(instance, kind: str, data, workers: int = 1) -> float:
     return dispatch(CHECKS, instance, kind, data)
 
 

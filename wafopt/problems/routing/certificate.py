@@ -39,7 +39,7 @@ def check_endpoint(instance, data: dict) -> float:
 CHECKS = {"endpoint": check_endpoint}
 
 
-def check(instance, kind: str, data) -> float:
+def check(instance, kind: str, data, workers: int = 1) -> float:
     return dispatch(CHECKS, instance, kind, data)
 
 

@@ -23,7 +23,7 @@ def check_ring_floor(instance, data: dict) -> float:
 CHECKS = {"ring-floor": check_ring_floor}
 
 
-def check(instance, kind: str, data) -> float:
+def check(instance, kind: str, data, workers: int = 1) -> float:
     return dispatch(CHECKS, instance, kind, data)
 
 
