@@ -124,7 +124,6 @@ def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, so
     combine: bound = min over shapes, plan = best full objective. Claims optimal only when every
     shape is proven and the models minimize the full objective (`full_objective`, or no
     Mem_pairs); the runner settles the status from the evaluated objective and the bound."""
-    started = time.monotonic()
     best_value, best_base, best_plan, bounds, statuses, stats = np.inf, np.inf, None, [], [], {}
     layouts = inst.layouts
     gilmore = [gilmore_lawler(inst.weights, lay.distance) for lay in layouts]
@@ -141,7 +140,7 @@ def _solve_layouts(inst: PlacementInstance, options: SolveOptions, solve_one, so
             report(options, "placement", incumbent=best_value)
 
     for k, (lay, L, glb_value) in enumerate(zip(layouts, gilmore, gl_values)):
-        remaining = options.remaining(started)
+        remaining = options.remaining()
         share = None if remaining is None else max(0.5, remaining / (len(layouts) - k))
         fit = Fitness(inst, lay)
         keep(lay, fit, np.array(lay.order(True)))   # a plan at once, for a Ctrl-C during the start search
@@ -557,12 +556,11 @@ def solve_rlt1(lp: Rlt1Lp, options: SolveOptions, time_limit: float | None) -> d
 def rlt1(inst: PlacementInstance, options: SolveOptions, search: LocalSearch | None = None) -> MethodResult:
     """The RLT-1 LP bound (min over tile shapes, never below Gilmore-Lawler) of the base objective, with
     the plan of the warm start (the runner calls it optimal when the bound meets it)."""
-    started = time.monotonic()
     report, fallback, duals = {}, [], {}
 
     def solve_one(lay, fit, L, start, limit):
         tile = f"{lay.tile[0]}x{lay.tile[1]}"
-        remaining = options.remaining(started)
+        remaining = options.remaining()
         limit = remaining if limit is None else min(limit, remaining if remaining is not None else limit)
         built = time.monotonic()
         lp = build_unless_stopped(options, build_rlt1, inst, lay)

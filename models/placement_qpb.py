@@ -79,7 +79,6 @@ def qpb_search(A: np.ndarray, B: np.ndarray, L: np.ndarray | None, spec: Spectra
 
 def _tile_bounds(inst: PlacementInstance, options: SolveOptions, quadratic: bool) -> tuple[dict, dict]:
     """Per tile shape: the certificate entry and statistics."""
-    started = time.monotonic()
     layouts = inst.layouts
     tiles, stats, proven = {}, {}, []
     best_plan, best_value = None, math.inf
@@ -102,7 +101,7 @@ def _tile_bounds(inst: PlacementInstance, options: SolveOptions, quadratic: bool
         spec = spectral(A, B)
         info, point = {}, None
         if quadratic:
-            left = options.remaining(started)
+            left = options.remaining()
             deadline = None if left is None else time.monotonic() + QPB_SHARE * left / (len(layouts) - position)
             fw, point, spec, info = qpb_search(A, B, None, spec, QPB_STEPS, deadline, options.stopped)
             if options.interrupted:

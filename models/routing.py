@@ -6,7 +6,6 @@ solve, decode.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -145,13 +144,12 @@ def decode_milp(m, data: RoutingData) -> list[list[Die]]:
 
 
 def solve_milp(instance, options: SolveOptions) -> MethodResult:
-    started = time.monotonic()
     start = start_routes(instance, options)
     options.incumbent(routes_plan(start))
     data = build_data(instance)
     model = build_milp(data)
     warm_start_milp(model, data, start)
-    outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining(started),
+    outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining(),
                           reported=Reported(scale=data.bandwidth / max(data.volume)))   # loads in largest volumes
     routes = decode_milp(model, data) if outcome.has_solution else start
     bound = None if outcome.bound is None else outcome.bound * max(data.volume) / data.bandwidth
@@ -207,7 +205,6 @@ def decode_cpsat(data: RoutingData, use: dict, value) -> list[list[Die]]:
 
 
 def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
-    started = time.monotonic()
     start = start_routes(instance, options)
     options.incumbent(routes_plan(start))
     data = build_data(instance)
@@ -222,7 +219,7 @@ def solve_cpsat(instance, options: SolveOptions) -> MethodResult:
 
     # loads in integer volumes x scale; floored volumes make incumbents underestimates
     reported = Reported(scale=float(scale) * data.bandwidth, incumbent=is_exact)
-    outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started), reported=reported)
+    outcome, solver = run_cpsat(model, options, on_solution, options.remaining(), reported=reported)
     routes = decode_cpsat(data, use, solver.Value) if outcome.has_solution else start
     # an integer model objective: its bound rounded up, then in evaluator units
     bound = None if outcome.bound is None else \

@@ -133,18 +133,17 @@ def floor_ring_bound(instance, options: SolveOptions, time_limit: float | None,
 
 def solve_cpsat(instance, options: SolveOptions, complete: Complete | None = None) -> MethodResult:
     """Ring-column model (CP-SAT) first; the circuit model only when the enumeration is too large."""
-    started, search, stats, done = column_phase(instance, options, solve_columns_cpsat, cpsat_version(),
-                                                complete)
-    return done or circuit_cpsat(instance, options, started, search, stats, complete)
+    search, stats, done = column_phase(instance, options, solve_columns_cpsat, cpsat_version(), complete)
+    return done or circuit_cpsat(instance, options, search, stats, complete)
 
 
-def circuit_cpsat(instance, options: SolveOptions, started: float, search: ColumnSearch,
+def circuit_cpsat(instance, options: SolveOptions, search: ColumnSearch,
                   stats: dict, complete: Complete | None = None) -> MethodResult:
     """Fallback: the circuit model from the column search's best plan and bound (plus the
     packing bound when not even the rings of floor cost could be enumerated)."""
     start, bound, why = search.groups, search.bound, search.message
     if search.last_K is None and options.export is None:
-        share = None if options.time_limit is None else 0.3 * options.remaining(started)
+        share = None if options.time_limit is None else 0.3 * options.remaining()
         packing_bound, packing_why, packed = floor_ring_bound(instance, options, share, complete)
         if packing_bound > bound:
             bound, why = packing_bound, f"{why}; {packing_why}"
@@ -160,7 +159,7 @@ def circuit_cpsat(instance, options: SolveOptions, started: float, search: Colum
     def on_solution(cb):
         options.incumbent(groups_plan(decode_cpsat(data, v, cb.Value)))
 
-    outcome, solver = run_cpsat(model, options, on_solution, options.remaining(started))
+    outcome, solver = run_cpsat(model, options, on_solution, options.remaining())
     groups = decode_cpsat(data, v, solver.Value) if outcome.has_solution else start
     stats.update({"arcs_per_ring": len(data.arcs), "max_ring_cost": data.max_ring, "floor_ring_bound": bound})
     best = max(bound, outcome.bound) if outcome.bound is not None else bound
@@ -249,15 +248,15 @@ def decode_milp(m, data: RingData) -> list[list[Die]]:
 
 def solve_milp(instance, options: SolveOptions, complete: Complete | None = None) -> MethodResult:
     """Ring-column model (HiGHS) first; the flow MILP only when the enumeration is too large."""
-    started, search, stats, done = column_phase(instance, options, solve_columns_milp,
-                                                milp_solver_name(options), complete)
+    search, stats, done = column_phase(instance, options, solve_columns_milp, milp_solver_name(options),
+                                       complete)
     if done:
         return done
     start, start_cost = search.groups, groups_cost(instance, search.groups)
     data = build_data(instance, start_cost)
     model = build_milp(data)
     warm_start_milp(model, data, canonical(data, start))
-    outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining(started))
+    outcome = solve_pyomo(model, options, warm_start=True, time_limit=options.remaining())
     groups = decode_milp(model, data) if outcome.has_solution else start
     stats.update({"arcs_per_ring": len(data.arcs), "max_ring_cost": data.max_ring})
     if groups_cost(instance, groups) > start_cost:

@@ -328,7 +328,7 @@ class ColumnSearch:
     solver: str
 
 
-def column_search(instance, start: list[list[Die]], options: SolveOptions, started: float,
+def column_search(instance, start: list[list[Die]], options: SolveOptions,
                   solve_stage, complete: Complete | None = None) -> ColumnSearch:
     """Solve the column model for K = floor, floor + 1, ... until its bound meets the best plan.
 
@@ -362,7 +362,7 @@ def column_search(instance, start: list[list[Die]], options: SolveOptions, start
             message = f"ring-column LP up to cost {K} ({len(cols.rings)} rings)"
             break
         keep, index = (cols, list(range(len(cols.rings)))) if lp is None else reduced(cols, lp[1])
-        outcome, picked, wild = solve_stage(data, keep, canonical(data, best), options, options.remaining(started),
+        outcome, picked, wild = solve_stage(data, keep, canonical(data, best), options, options.remaining(),
                                             best_cost - 1, None if lp is None or lp[2] else 0)
         picked = [index[s] for s in picked]
         solver = outcome.solver
@@ -373,7 +373,7 @@ def column_search(instance, start: list[list[Die]], options: SolveOptions, start
         if outcome.has_solution and (not wild or complete is not None):
             rings = [[data.dies[d] for d in cols.rings[s]] for s in picked]
             if wild:  # a relaxed solution: complete it into a plan from the free dies
-                left = options.remaining(started)
+                left = options.remaining()
                 deadline = time.monotonic() + (COMPLETE_S if left is None else min(COMPLETE_S, left))
                 rings = complete(mesh, rings, G, instance.group_size, floor, deadline)
             if groups_cost(instance, rings) < best_cost:
@@ -396,17 +396,16 @@ def groups_cost(instance, groups: list[list[Die]]) -> int:
 def column_phase(instance, options: SolveOptions, solve_columns, solver: str, complete: Complete | None = None):
     """The opening both exact methods share: a start plan, then the ring-column search.
 
-    Returns (started, search, stats, result); result is set when the columns settled it."""
-    started = time.monotonic()
+    Returns (search, stats, result); result is set when the columns settled it."""
     start = start_plan(instance, options)
     options.incumbent(groups_plan(start), instance.lower_bound)
     if options.export is not None:   # export the self-contained model, not stages that depend on the incumbent
         search = ColumnSearch(start, instance.lower_bound, False, None, "", "")
-        return started, search, {"start_cost": groups_cost(instance, start)}, None
-    search = column_search(instance, start, options, started, solve_columns, complete)
+        return search, {"start_cost": groups_cost(instance, start)}, None
+    search = column_search(instance, start, options, solve_columns, complete)
     stats = {"start_cost": groups_cost(instance, start), "columns_up_to_cost": search.last_K}
     done = None
     if search.enumerated or search.bound >= groups_cost(instance, search.groups):
         done = method_result(instance, search.groups, "feasible", search.bound, search.solver or solver,
                        search.message, stats)
-    return started, search, stats, done
+    return search, stats, done

@@ -21,6 +21,7 @@ from wafopt.models.placement_bnb import bnb
 from wafopt.core.budget import SolveOptions
 from wafopt.core.errors import CertificateError
 from wafopt.problems import evaluate, load
+from wafopt.problems.certificates import CheckOptions
 from wafopt.problems.placement.branch_bound import (
     TileSpace,
     check_bnb_frontier,
@@ -303,12 +304,16 @@ def test_the_checker_on_workers_derives_the_serial_bound(open_frontier, monkeypa
     monkeypatch.setattr(bb.os, "cpu_count", lambda: 2)
     for claimed in (tile["bound"], tile["bound"] + 50, -1e9):
         serial = walk(space, tokens, claimed)
-        assert walk(space, tokens, claimed, workers=2) == serial
-    assert check_bnb_frontier(inst, result.bound.data, workers=2) == check_bnb_frontier(inst, result.bound.data)
+        lines = []
+        assert walk(space, tokens, claimed, CheckOptions(workers=2, progress=lines.append)) == serial
+        expanded = int((tokens < inst.stages).sum())
+        assert len(lines) > 1 and lines[-1].startswith(f"{expanded:,} of {expanded:,} expanded nodes")
+    assert (check_bnb_frontier(inst, result.bound.data, CheckOptions(workers=2))
+            == check_bnb_frontier(inst, result.bound.data))
     raised = copy.deepcopy(result.bound.data)
     raised["tiles"]["1x1"]["bound"] = tile["bound"] + 50
     with pytest.raises(CertificateError, match="above what its tree proves"):
-        check_bnb_frontier(inst, raised, workers=2)
+        check_bnb_frontier(inst, raised, CheckOptions(workers=2))
 
 
 def test_tree_round_trip():

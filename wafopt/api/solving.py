@@ -218,10 +218,11 @@ def evaluate(instance: Instance | str | Path | Mapping, plan, problem: str | Non
 
 
 def certify(solution: str | Path | Result | Solution, instance: str | Path | None = None, *,
-            resolve: bool = False, time_limit: float | None = None, workers: int = 1):
+            resolve: bool = False, time_limit: float | None = None, workers: int = 1, quiet: bool = True):
     """Re-check a solution without trusting it (see `wafopt certify`): returns the report with
     `.verdict` (certified, claimed or invalid), the certified bound and gap, and its lines.
-    workers: the processes a branch-and-bound tree's check may use (the verdict is the same)."""
+    workers: the processes a branch-and-bound tree's check may use (the verdict is the same);
+    quiet: no progress lines on stderr during a long check."""
     check_workers(workers)
     if isinstance(solution, Result):
         solution = solution.solution
@@ -229,17 +230,17 @@ def certify(solution: str | Path | Result | Solution, instance: str | Path | Non
         with tempfile.TemporaryDirectory() as tmp:
             path = solution.write(Path(tmp) / "solution.json")
             return certify_solution(str(path), instance if instance is not None else solution.instance,
-                                    workers=workers, **_certify_options(resolve, time_limit))
+                                    workers=workers, quiet=quiet, **_certify_options(resolve, time_limit))
     return certify_solution(display_path(solution), None if instance is None else str(instance),
-                            workers=workers, **_certify_options(resolve, time_limit))
+                            workers=workers, quiet=quiet, **_certify_options(resolve, time_limit))
 
 
 def certify_file(path: str | Path, instance: str | Path | None = None, resolve: bool = False,
-                 time_limit: float | None = None, workers: int = 1):
+                 time_limit: float | None = None, workers: int = 1, quiet: bool = True):
     """`wafopt certify`: as `certify`, on a solution file whose path the report names as given."""
     check_workers(workers)
     return certify_solution(str(path), None if instance is None else str(instance), resolve=resolve,
-                            time_limit=time_limit, workers=workers)
+                            time_limit=time_limit, workers=workers, quiet=quiet)
 
 
 def _certify_options(resolve: bool, time_limit: float | None) -> dict:

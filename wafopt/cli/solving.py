@@ -203,6 +203,7 @@ class Certify(Command):
                        help="seconds for --resolve (default: 60)")
         p.add_argument("--workers", type=int, metavar="N",
                        help="check a branch-and-bound tree on N processes (default: the number of cores)")
+        p.add_argument("--quiet", action="store_true", help="no progress output on stderr during a long check")
 
     def run(self, args):
         if args.time_limit is not None and not (math.isfinite(args.time_limit) and args.time_limit > 0):
@@ -212,7 +213,8 @@ class Certify(Command):
         if args.workers is not None and args.workers < 1:
             raise InstanceError(f"must be a positive number of processes, got {args.workers}", "--workers")
         report = api.certify_file(args.solution, args.instance, resolve=args.resolve, time_limit=args.time_limit,
-                                  workers=(os.cpu_count() or 1) if args.workers is None else args.workers)
+                                  workers=(os.cpu_count() or 1) if args.workers is None else args.workers,
+                                  quiet=args.quiet)
         for line in report.lines:
             print(line)
         return report.exit_code

@@ -176,9 +176,8 @@ class SolveOptions:
         """True once interrupted or past the deadline: long loops stop and return their best."""
         return self.budget_.expired()
 
-    def remaining(self, started: float | None = None) -> float | None:
-        """Seconds left of the run's budget (None without a time limit). `started` is accepted for
-        old call sites and ignored: the deadline is absolute."""
+    def remaining(self) -> float | None:
+        """Seconds left of the run's budget (None without a time limit)."""
         return self.budget_.remaining()
 
     @contextmanager

@@ -38,7 +38,7 @@ from wafopt.planner.full_bound import (
 from wafopt.planner.layout_data import LayoutBound, layout_data
 from wafopt.planner.quick_bound import quick_bound
 from wafopt.planner.space import choice_key, key_name, layout_choices
-from wafopt.problems.certificates import dispatch
+from wafopt.problems.certificates import DEFAULT_CHECK, CheckOptions, dispatch
 
 KIND = "planner-layouts"
 
@@ -155,7 +155,7 @@ def check_certificate(scenario: Scenario, data: dict) -> float:
 CHECKS = {"compute-floor": check_compute_floor, KIND: check_certificate}
 
 
-def check(instance, kind: str, data, workers: int = 1) -> float:
+def check(instance, kind: str, data, options: CheckOptions = DEFAULT_CHECK) -> float:
     return dispatch(CHECKS, instance, kind, data)
 
 

@@ -3,8 +3,8 @@
 Every problem's certificate module has
 - `CHECKS`: kind -> `check_<kind>(instance, data) -> float`, the value the data proves, re-derived
   from the instance (raises CertificateError when the data does not prove a bound);
-- `check(instance, kind, data, workers)`: that dispatch (`workers`: the processes a check may use;
-  only branch-and-bound trees use more than one);
+- `check(instance, kind, data, options)`: that dispatch (CheckOptions: how to check, never what
+  is proven);
 - `bound(instance) -> Bound | None`: the cheap bound `certify` computes itself from the instance
   alone, so a solution without a certificate still gets a certified gap.
 
@@ -16,10 +16,22 @@ certified bound is never above what the data proves.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
 from wafopt.core.errors import CertificateError
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """How a certificate is checked, never what it proves: the worker processes a check that splits
+    its work may use (branch-and-bound trees), and where a long check reports its progress."""
+    workers: int = 1
+    progress: Callable[[str], None] | None = None
+
+
+DEFAULT_CHECK = CheckOptions()   # one process, silent
 
 
 def float_down(value: Fraction | int) -> float:

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 from wafopt.compose.derive import derive
-from wafopt.core.budget import SolveOptions
+from wafopt.core.budget import ProgressLines, SolveOptions
 from wafopt.core.errors import (
     EXIT_CERTIFY_INVALID,
     EXIT_NOT_CERTIFIED,
@@ -38,6 +38,7 @@ from wafopt.core.registry import PROBLEMS, References
 from wafopt.core.result import CERTIFICATE, SOLVER
 from wafopt.core.solution import Solution, locate_instance, read_solution
 from wafopt.problems import Loaded, evaluate, parse_instance
+from wafopt.problems.certificates import CheckOptions
 from wafopt.run.methods import methods
 from wafopt.run.runner import run
 
@@ -72,9 +73,10 @@ class Report:
 
 
 def certify(solution_path: str, instance_path: str | None = None, resolve: bool = False,
-            time_limit: float | None = None, workers: int = 1) -> Report:
-    """Re-check a solution file, its certificate on `workers` processes; bad input (an unreadable
-    file, a wrong type) raises InstanceError."""
+            time_limit: float | None = None, workers: int = 1, quiet: bool = True) -> Report:
+    """Re-check a solution file, its certificate on `workers` processes (a long check reports its
+    progress on stderr unless `quiet`); bad input (an unreadable file, a wrong type) raises
+    InstanceError."""
     report = Report()
     raw = _raw_fields(solution_path)
     if raw is None or "plan" not in raw:
@@ -90,7 +92,8 @@ def certify(solution_path: str, instance_path: str | None = None, resolve: bool 
     if invalid:   # another instance: its plan check and bounds would read as results
         return _finish(report, invalid)
     invalid += _check_plan(sol, loaded, report)
-    invalid += _check_bounds(sol, loaded, raw or {}, report, workers)
+    invalid += _check_bounds(sol, loaded, raw or {}, report,
+                             CheckOptions(workers, None if quiet else ProgressLines()))
     if invalid:
         return _finish(report, invalid)
     verdict, why = _verdict(sol, report)
@@ -208,13 +211,13 @@ def _check_plan(sol: Solution, loaded: Loaded, report: Report) -> list[str]:
 
 # ---- bounds ---------------------------------------------------------------------------------------
 
-# problem -> the module that re-derives its certified bounds: check(instance, kind, data, workers),
+# problem -> the module that re-derives its certified bounds: check(instance, kind, data, options),
 # bound(instance); imported on first use
 CERTIFICATES = References({**{problem: f"{package}.certificate" for problem, package in PROBLEMS.items()},
                            "plan": "wafopt.planner.certificate"})   # a scenario's: the planner's
 
 
-def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report, workers: int) -> list[str]:
+def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report, options: CheckOptions) -> list[str]:
     invalid = []
     certificate = CERTIFICATES[loaded.problem]
     proven: list[tuple[float, str]] = []
@@ -233,7 +236,7 @@ def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report, work
             invalid.append(f"bound {bound!r} is above the solution's own objective {sol.objective!r}")
         if provenance == CERTIFICATE:
             try:
-                derived = certificate.check(loaded.instance, sol.bound_kind, sol.certificate, workers)
+                derived = certificate.check(loaded.instance, sol.bound_kind, sol.certificate, options)
             except CertificateError as exc:
                 invalid.append(f"the {sol.bound_kind or 'unnamed'} certificate does not prove the bound: {exc}")
             except (TypeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError) as exc:

@@ -20,7 +20,13 @@ import numpy as np
 
 from wafopt.core.errors import CertificateError
 from wafopt.core.result import CERTIFICATE, Bound
-from wafopt.problems.certificates import dispatch, finite_numbers, float_down
+from wafopt.problems.certificates import (
+    DEFAULT_CHECK,
+    CheckOptions,
+    dispatch,
+    finite_numbers,
+    float_down,
+)
 from wafopt.problems.mem_pair.instance import MemPairInstance
 
 
@@ -113,7 +119,7 @@ def check_transport_lp(inst: MemPairInstance, data: dict) -> float:
 CHECKS = {"transport-lp": check_transport_lp}
 
 
-def check(instance, kind: str, data, workers: int = 1) -> float:
+def check(instance, kind: str, data, options: CheckOptions = DEFAULT_CHECK) -> float:
     return dispatch(CHECKS, instance, kind, data)
 
 

@@ -63,7 +63,7 @@ from wafopt.core.errors import CertificateError
 from wafopt.core.limits import MAX_FILE_BYTES
 from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound
 from wafopt.core.workers import WorkerPool, one_blas_thread
-from wafopt.problems.certificates import float_down
+from wafopt.problems.certificates import DEFAULT_CHECK, CheckOptions, float_down
 from wafopt.problems.placement.assignment import assignment_columns
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
@@ -407,14 +407,15 @@ def decode_tree(text: str, n: int, limit: int = MAX_TREE_TOKENS) -> np.ndarray:
     return tokens
 
 
-def walk(space: TileSpace, tokens: np.ndarray, claimed: float, workers: int = 1) -> float:
+def walk(space: TileSpace, tokens: np.ndarray, claimed: float, options: CheckOptions = DEFAULT_CHECK) -> float:
     """Re-derive the least leaf bound of a preorder tree, exactly where it is below `claimed`
     (a node whose row-minimum bound clears `claimed` is counted at `claimed`). A node's bound is the
     larger of its own (Gilmore-Lawler, then its QPB where proven and still needed) and its
     parent's: its plans are among its parent's.
     Raises CertificateError on a malformed tree. The tree is read first; then, depth by depth, the
     children of nodes with as many fixed stages and kids are bounded in batches (bound_batch), on
-    `workers` processes for a tree of PARALLEL_NODES expanded nodes or more."""
+    `options.workers` processes for a tree of PARALLEL_NODES expanded nodes or more, with a
+    progress line for `options.progress` after each batch."""
     n = space.n
     position = 0
 
@@ -467,7 +468,8 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float, workers: int = 1)
     inherited[0] = root_bound(space)
     floors: dict[int, np.ndarray] = {}     # expanded node -> its kids' bounds from its own QPB
     least = math.inf
-    with _batch_runner(space, workers if len(nodes) >= PARALLEL_NODES else 1) as bound_batches:
+    bounded = 0
+    with _batch_runner(space, options.workers if len(nodes) >= PARALLEL_NODES else 1) as bound_batches:
         for d in sorted(by_depth):
             parts = [indices[start:start + WALK_BATCH] for indices in by_depth[d].values()
                      for start in range(0, len(indices), WALK_BATCH)]
@@ -487,6 +489,10 @@ def walk(space: TileSpace, tokens: np.ndarray, claimed: float, workers: int = 1)
                     if leaves.any():
                         least = min(least, float(raised[b][leaves].min()))
                     inherited[below[~leaves]] = raised[b][~leaves]
+                bounded += len(part)
+                if options.progress is not None:
+                    options.progress(f"{bounded:,} of {len(nodes):,} expanded nodes' children bounded "
+                                     f"(depth {d + 1} of at most {max(by_depth) + 1})")
     return least
 
 
@@ -598,12 +604,12 @@ def path_bound(space: TileSpace, stages: list[int], slots: list[int]) -> float:
     return best
 
 
-def check_bnb_frontier(inst: PlacementInstance, data: dict, workers: int = 1) -> float:
+def check_bnb_frontier(inst: PlacementInstance, data: dict, options: CheckOptions = DEFAULT_CHECK) -> float:
     """The bound a branch-and-bound tree proves: per tile shape the least leaf bound of its tree
     (re-derived), or the root Gilmore-Lawler bound for a tile shape without a tree, or the tile's
     root QPB (`root`: a qpb certificate entry) where that is stronger; then the least over the
     tile shapes. Listed frontier nodes must re-derive to their stored bounds. The trees are walked
-    on `workers` processes."""
+    as `options` say (workers, progress lines naming the tile shape)."""
     tiles = data.get("tiles")
     if not isinstance(tiles, dict):
         raise CertificateError("a bnb-frontier certificate needs tiles: {shape: {tree, bound, frontier}}")
@@ -612,6 +618,7 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict, workers: int = 1) ->
     if unknown:
         raise CertificateError(f"bnb-frontier certificate for tile shape {unknown[0]}, which the instance does not use")
     values = []
+    progress = options.progress
     for name, space in spaces.items():
         entry = tiles.get(name)
         if entry is None:
@@ -622,7 +629,9 @@ def check_bnb_frontier(inst: PlacementInstance, data: dict, workers: int = 1) ->
         claimed = entry.get("bound")
         if not isinstance(claimed, (int, float)) or isinstance(claimed, bool) or not math.isfinite(claimed):
             raise CertificateError(f"bnb-frontier tiles.{name}.bound must be a finite number")
-        least = walk(space, decode_tree(entry["tree"], space.n), float(claimed), workers)
+        shown = CheckOptions(options.workers, None if progress is None else
+                             lambda text, name=name: progress(f"certify bnb-frontier {name}: {text}"))
+        least = walk(space, decode_tree(entry["tree"], space.n), float(claimed), shown)
         if "root" in entry:     # a convex quadratic programming bound of the whole tile shape
             root = entry_value(space.C, space.D, entry["root"], True, f"bnb-frontier tiles.{name}.root")
             least = max(least, float(math.ceil(root)) if space.integral else float_down(root))

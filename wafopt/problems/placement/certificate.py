@@ -31,7 +31,13 @@ import numpy as np
 
 from wafopt.core.errors import CertificateError
 from wafopt.core.result import CERTIFICATE, Bound
-from wafopt.problems.certificates import dispatch, finite_numbers, float_down
+from wafopt.problems.certificates import (
+    DEFAULT_CHECK,
+    CheckOptions,
+    dispatch,
+    finite_numbers,
+    float_down,
+)
 from wafopt.problems.placement import projected
 from wafopt.problems.placement.assignment import hungarian
 from wafopt.problems.placement.branch_bound import check_bnb_frontier
@@ -339,9 +345,9 @@ CHECKS = {"gilmore-lawler": check_gilmore_lawler, "rlt1": check_rlt1, "bnb-front
           "qpb": lambda inst, data: check_projected(inst, data, True)}
 
 
-def check(instance, kind: str, data, workers: int = 1) -> float:
-    """The bound a certificate proves; a branch-and-bound tree is walked on `workers` processes."""
-    checks = {**CHECKS, "bnb-frontier": lambda inst, data: check_bnb_frontier(inst, data, workers)}
+def check(instance, kind: str, data, options: CheckOptions = DEFAULT_CHECK) -> float:
+    """The bound a certificate proves (a branch-and-bound tree walked as `options` say)."""
+    checks = {**CHECKS, "bnb-frontier": lambda inst, data: check_bnb_frontier(inst, data, options)}
     return dispatch(checks, instance, kind, data)
 
 

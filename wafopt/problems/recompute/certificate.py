@@ -19,7 +19,12 @@ from fractions import Fraction
 
 from wafopt.core.result import CERTIFICATE, Bound
 from wafopt.costmodel.schedule import one_f_one_b
-from wafopt.problems.certificates import dispatch, float_down
+from wafopt.problems.certificates import (
+    DEFAULT_CHECK,
+    CheckOptions,
+    dispatch,
+    float_down,
+)
 from wafopt.problems.recompute.evaluate import MEMORY_TOLERANCE
 from wafopt.problems.recompute.instance import RecomputeInstance
 
@@ -92,7 +97,7 @@ def check_memory_relaxation(inst: RecomputeInstance, data: dict) -> float:
 CHECKS = {"memory-relaxation": check_memory_relaxation}
 
 
-def check(instance, kind: str, data, workers: int = 1) -> float:
+def check(instance, kind: str, data, options: CheckOptions = DEFAULT_CHECK) -> float:
     return dispatch(CHECKS, instance, kind, data)
 
 

@@ -12,7 +12,12 @@ from __future__ import annotations
 from fractions import Fraction
 
 from wafopt.core.result import CERTIFICATE, Bound
-from wafopt.problems.certificates import dispatch, float_down
+from wafopt.problems.certificates import (
+    DEFAULT_CHECK,
+    CheckOptions,
+    dispatch,
+    float_down,
+)
 
 
 def endpoint_bound(instance) -> float:
@@ -39,7 +44,7 @@ def check_endpoint(instance, data: dict) -> float:
 CHECKS = {"endpoint": check_endpoint}
 
 
-def check(instance, kind: str, data, workers: int = 1) -> float:
+def check(instance, kind: str, data, options: CheckOptions = DEFAULT_CHECK) -> float:
     return dispatch(CHECKS, instance, kind, data)
 
 

@@ -9,7 +9,7 @@ has no cycle of odd length (N unit hops cannot close an odd ring). Bound: G x th
 from __future__ import annotations
 
 from wafopt.core.result import CERTIFICATE, Bound
-from wafopt.problems.certificates import dispatch
+from wafopt.problems.certificates import DEFAULT_CHECK, CheckOptions, dispatch
 
 
 def ring_floor(instance) -> Bound:
@@ -23,7 +23,7 @@ def check_ring_floor(instance, data: dict) -> float:
 CHECKS = {"ring-floor": check_ring_floor}
 
 
-def check(instance, kind: str, data, workers: int = 1) -> float:
+def check(instance, kind: str, data, options: CheckOptions = DEFAULT_CHECK) -> float:
     return dispatch(CHECKS, instance, kind, data)
 
 
