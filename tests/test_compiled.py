@@ -14,7 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wafopt.problems.placement import projected
-from wafopt.problems.placement.assignment import column_potentials, hungarian
+from wafopt.problems.placement.assignment import (
+    column_potentials,
+    hungarian,
+    sibling_assignment_columns,
+)
 from wafopt.problems.placement.compiled import assignment
 from wafopt.problems.placement.projected import (
     Spectral,
@@ -144,6 +148,25 @@ def test_pairwise_steps_beat_classic_ones_at_equal_steps():
     classic = frank_wolfe(A, B, L, spec.S, spec.T, 30)[0]
     paired = frank_wolfe(A, B, L, spec.S, spec.T, 30, pairwise=True)[0]
     assert paired.mean() > classic.mean()
+
+
+@PROPERTY
+@given(st.data())
+def test_sibling_assignments_warm_started_in_a_chain_are_each_optimal(data):
+    """Problems one row short of square solved in a chain, each from the potentials of the one
+    before it in its group (others from cold), with a barred (infinite) column as a node's kids
+    have: each is optimal against brute force."""
+    n = data.draw(st.integers(1, 4))
+    m = n + data.draw(st.sampled_from([1, 1, 2]))
+    groups = np.array(sorted(data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=5))))
+    costs = np.array(data.draw(st.lists(st.integers(-9, 9), min_size=len(groups) * n * m,
+                                        max_size=len(groups) * n * m)), dtype=float).reshape(-1, n, m)
+    barred = data.draw(st.lists(st.integers(0, m - 1), min_size=len(groups), max_size=len(groups)))
+    costs[np.arange(len(groups)), :, barred] = np.inf
+    cols = sibling_assignment_columns(costs, groups)
+    for cost, col in zip(costs, cols):
+        best = min(sum(cost[i, p[i]] for i in range(n)) for p in permutations(range(m), n))
+        assert len(set(col)) == n and cost[np.arange(n), col].sum() == best
 
 
 @PROPERTY

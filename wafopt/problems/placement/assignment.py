@@ -29,6 +29,24 @@ def assignment_columns(costs: np.ndarray) -> np.ndarray:
     return _assignments(costs)[0]
 
 
+def sibling_assignment_columns(costs: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """assignment_columns, each problem warm-started from the one before it where both have one
+    group (`groups` (S,): consecutive problems on the same columns, such as the children of one
+    node): the same optimal values, 1.4 times as fast on ste36a's children. Only for problems
+    one row short of square (QAP children): the warm start needs square problems, and padding
+    more rows costs more than it saves (1.75 times as slow on pl-sparse-24's children, 6-7 rows
+    short), so those are solved from cold."""
+    from wafopt.problems.placement.compiled import sibling_assignments  # lazy: numba
+
+    if costs.shape[2] - costs.shape[1] > 1:
+        return assignment_columns(costs)
+    costs = np.ascontiguousarray(costs, dtype=float)
+    cols = np.zeros(costs.shape[:2], dtype=np.int64)
+    if not sibling_assignments(costs, np.ascontiguousarray(groups, dtype=np.int64), cols):
+        raise ValueError("an assignment problem has no assignment of finite cost")
+    return cols
+
+
 def column_potentials(costs: np.ndarray) -> np.ndarray:
     """(S, m): the column potentials v of each square problem `costs` (S, m, m) that `hungarian`
     gives it (the same steps, in one compiled call)."""

@@ -64,7 +64,10 @@ from wafopt.core.limits import MAX_FILE_BYTES
 from wafopt.core.numeric import MAX_EXACT, at_most, integral_bound
 from wafopt.core.workers import WorkerPool, one_blas_thread
 from wafopt.problems.certificates import DEFAULT_CHECK, CheckOptions, float_down
-from wafopt.problems.placement.assignment import assignment_columns
+from wafopt.problems.placement.assignment import (
+    assignment_columns,
+    sibling_assignment_columns,
+)
 from wafopt.problems.placement.fitness import Fitness
 from wafopt.problems.placement.instance import Layout, PlacementInstance
 from wafopt.problems.placement.projected import (
@@ -270,8 +273,9 @@ class TileSpace:
                 wanted &= ~np.isfinite(floor[sb, sa]) | (sa == floor.argmin(axis=1)[sb])
             solved = np.flatnonzero(wanted)
             if len(solved):
-                # rows r < columns: each solution's rows are 0..r-1 in order, only its columns vary
-                cols = assignment_columns(M[solved])                                            # (L, r)
+                # rows r < columns: each solution's rows are 0..r-1 in order, only its columns vary;
+                # a node's kids share their columns, each starting from the one before
+                cols = sibling_assignment_columns(M[solved], sb[solved])                        # (L, r)
                 b, a = sb[solved], sa[solved]
                 bound[b, a] += np.take_along_axis(M[solved], cols[:, :, None], axis=2)[:, :, 0].sum(axis=1)
                 full = slot_of[b]

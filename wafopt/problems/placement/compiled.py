@@ -299,6 +299,29 @@ def assignments(costs, cols, potentials):
 
 
 @compiled
+def sibling_assignments(costs, groups, cols):
+    """cols[s] = the columns of a minimum-cost assignment of problem s (costs: (S, n, m), n <= m),
+    problem s warm-started from the column potentials of problem s - 1 where groups[s] ==
+    groups[s - 1] (siblings in a search tree: the same columns, most costs alike). Each problem is
+    made square by m - n rows of zeros, on which any start potentials end in an optimal
+    assignment (a perfect matching on tight edges under feasible potentials). False where one has
+    no finite assignment."""
+    S, n, m = costs.shape
+    square = np.zeros((m, m))
+    square_cols = np.empty(m, dtype=np.int64)
+    u, v = np.empty(m), np.zeros(m + 1)
+    row_of, way = np.empty(m + 1, dtype=np.int64), np.empty(m + 1, dtype=np.int64)
+    dist, used = np.empty(m + 1), np.empty(m + 1, dtype=np.bool_)
+    for s in range(S):
+        square[:n] = costs[s]
+        warm = s > 0 and groups[s] == groups[s - 1]
+        if not assignment(square, square_cols, v, warm, u, row_of, way, dist, used):
+            return False
+        cols[s] = square_cols[:n]
+    return True
+
+
+@compiled
 def _ones(x):
     """The number of 1 bits of a uint64 (SWAR popcount)."""
     x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))

@@ -16,6 +16,7 @@ import numpy as np
 
 from wafopt.hardware.mesh import Mesh
 from wafopt.problems.placement import compiled
+from wafopt.problems.placement.assignment import sibling_assignment_columns
 from wafopt.problems.placement.branch_bound import TileSpace
 from wafopt.problems.placement.instance import PlacementInstance
 from wafopt.problems.placement.walks import best_walk, compiled_walk_steps
@@ -23,7 +24,8 @@ from wafopt.problems.placement.walks import best_walk, compiled_walk_steps
 
 def kernels() -> list:
     """The kernels compiled on first use (compiled.assignments is compiled when compiled.py is imported)."""
-    return [compiled.steps_batch, compiled.theta_steps, compiled.pair_penalties, compiled_walk_steps()]
+    return [compiled.steps_batch, compiled.theta_steps, compiled.pair_penalties, compiled.sibling_assignments,
+            compiled_walk_steps()]
 
 
 def in_cache(kernel) -> bool:
@@ -38,7 +40,8 @@ def compile_kernels() -> None:
     the functions that call them in the search, so each is compiled for the argument types it gets
     there: the children of a node with both ends of the pair fixed (Gilmore-Lawler with the
     routing-conflict penalty; their QPB's Frank-Wolfe steps and theta, asked for even though a
-    search would not use it on this tile), and the pipeline walks."""
+    search would not use it on this tile), the pipeline walks, and the kids' assignment problems
+    of a QAP-shaped node (one row short of square, which this tile's are not)."""
     flow = np.zeros((5, 5))
     for i in range(4):
         flow[i, i + 1] = flow[i + 1, i] = i + 1
@@ -47,6 +50,7 @@ def compile_kernels() -> None:
     space.children([0], [0], 4, np.array([5]))
     space.qpb_children_batch([([0], [0], 4, [5])], fixing=True)
     best_walk(space.fit, nodes=100)
+    sibling_assignment_columns(np.zeros((2, 1, 2)), np.zeros(2, dtype=np.int64))
 
 
 def prepare() -> None:
