@@ -316,6 +316,22 @@ def test_the_checker_on_workers_derives_the_serial_bound(open_frontier, monkeypa
         check_bnb_frontier(inst, raised, CheckOptions(workers=2))
 
 
+def test_an_error_in_a_checking_worker_is_raised_as_itself(open_frontier, monkeypatch):
+    import wafopt.problems.placement.branch_bound as bb
+
+    inst, result = open_frontier
+    tile = result.bound.data["tiles"]["1x1"]
+
+    def broken(*args):
+        raise ValueError("no assignment of finite cost")
+    monkeypatch.setattr(bb, "bound_batch", broken)        # forked workers inherit it
+    monkeypatch.setattr(bb, "PARALLEL_NODES", 0)
+    monkeypatch.setattr(bb.os, "cpu_count", lambda: 2)
+    with pytest.raises(ValueError, match="finite cost"):
+        walk(TileSpace(inst, inst.layouts[0]), decode_tree(tile["tree"], inst.stages), tile["bound"],
+             CheckOptions(workers=2))
+
+
 def test_tree_round_trip():
     tokens = [3, 0, 5, 5, 1, 5, 5, 5]
     assert decode_tree(encode_tree(tokens), 5).tolist() == tokens

@@ -530,7 +530,18 @@ _WALKED: list = []   # the tile shape a walk bounds, inherited by its forked wor
 
 
 def _bound_batch_here(*task) -> tuple:
-    return bound_batch(_WALKED[0], *task)
+    """bound_batch in a worker, its exception returned (the parent raises it as the serial walk would)."""
+    try:
+        return True, bound_batch(_WALKED[0], *task)
+    except Exception as exc:   # noqa: BLE001 - re-raised in the parent
+        return False, exc
+
+
+def _raised(results):
+    for ok, value in results:
+        if not ok:
+            raise value
+        yield value
 
 
 @contextmanager
@@ -546,7 +557,7 @@ def _batch_runner(space: TileSpace, workers: int):
     pool = WorkerPool(workers, "fork", initializer=one_blas_thread)
     gc.freeze()      # the forked workers never touch the tree: no collection may copy its pages
     try:
-        yield lambda tasks: pool.ordered(_bound_batch_here, tasks, ahead=BATCHES_AHEAD * workers)
+        yield lambda tasks: _raised(pool.ordered(_bound_batch_here, tasks, ahead=BATCHES_AHEAD * workers))
     finally:
         gc.unfreeze()
         pool.close()
