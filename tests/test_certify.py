@@ -455,3 +455,19 @@ def test_validate_names_a_solution_file_for_what_it_is(tmp_path, monkeypatch, ca
     path = solved(tmp_path, "instances/placement/pl-sparse-12.yaml", "serpentine")
     assert main(["validate", path]) == 2
     assert "this is a solution, not an instance" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("after_s, shown", [(0.0, True), (1e9, False)])
+def test_a_long_tree_check_shows_its_progress_and_a_short_one_says_nothing(monkeypatch, after_s, shown):
+    import wafopt.run.certify as certify_module
+
+    lines = []
+    monkeypatch.setattr(certify_module, "PROGRESS_AFTER_S", after_s)
+    monkeypatch.setattr(certify_module, "ProgressLines", lambda: lines.append)
+    report = certify(str(SOLUTIONS / "nug12.bnb.json"), quiet=False)
+    assert report.verdict == CERTIFIED
+    assert bool(lines) == shown
+    assert all(line.startswith("certify bnb-frontier 1x1: ") for line in lines)
+    before = len(lines)
+    assert certify(str(SOLUTIONS / "nug12.bnb.json")).verdict == CERTIFIED    # quiet: no lines
+    assert len(lines) == before

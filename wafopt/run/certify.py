@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass, field
 
 from wafopt.compose.derive import derive
@@ -45,6 +46,7 @@ from wafopt.run.runner import run
 CERTIFIED, CLAIMED, INVALID = "certified", "claimed", "invalid"
 EXIT_CODES = {CERTIFIED: EXIT_OK, CLAIMED: EXIT_NOT_CERTIFIED, INVALID: EXIT_CERTIFY_INVALID}
 RESOLVE_DEFAULT_S = 60.0        # time limit of `--resolve` without --time-limit
+PROGRESS_AFTER_S = 2.0          # a certificate check this long shows its progress
 EXACT_METHODS = ("cpsat", "milp")  # tried in this order by --resolve
 
 
@@ -93,7 +95,7 @@ def certify(solution_path: str, instance_path: str | None = None, resolve: bool 
         return _finish(report, invalid)
     invalid += _check_plan(sol, loaded, report)
     invalid += _check_bounds(sol, loaded, raw or {}, report,
-                             CheckOptions(workers, None if quiet else ProgressLines()))
+                             CheckOptions(workers, None if quiet else _progress_lines()))
     if invalid:
         return _finish(report, invalid)
     verdict, why = _verdict(sol, report)
@@ -215,6 +217,13 @@ def _check_plan(sol: Solution, loaded: Loaded, report: Report) -> list[str]:
 # bound(instance); imported on first use
 CERTIFICATES = References({**{problem: f"{package}.certificate" for problem, package in PROBLEMS.items()},
                            "plan": "wafopt.planner.certificate"})   # a scenario's: the planner's
+
+
+def _progress_lines():
+    """A long check's progress lines (at most one a second), from PROGRESS_AFTER_S on: a check
+    that ends sooner says nothing."""
+    lines, started = ProgressLines(), time.monotonic()
+    return lambda text: lines(text) if time.monotonic() - started >= PROGRESS_AFTER_S else None
 
 
 def _check_bounds(sol: Solution, loaded: Loaded, raw: dict, report: Report, options: CheckOptions) -> list[str]:
