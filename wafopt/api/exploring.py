@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from wafopt.core.errors import InstanceError
+from wafopt.core.workers import default_workers
 from wafopt.explore.report import render
 from wafopt.explore.run import explore as run_exploration
 from wafopt.explore.space import load_space
@@ -45,7 +45,7 @@ def explore(space: str | Path, exhaustive: bool = False, store: str | Path | Non
             raise InstanceError(f"must be a positive number of seconds, got {v}", "--" + name.replace("_", "-"))
     if epsilon is not None and not (math.isfinite(epsilon) and 0 <= epsilon < 1):
         raise InstanceError(f"must be a model error in [0, 1), got {epsilon}", "--epsilon")
-    workers = (os.cpu_count() or 1) if workers is None else workers
+    workers = default_workers(workers)
     if workers < 0:
         raise InstanceError(f"must be >= 0, got {workers}", "--workers")
     opened = Store(store) if store else None

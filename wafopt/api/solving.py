@@ -16,6 +16,7 @@ from wafopt.core.numeric import finite
 from wafopt.core.registry import load_libraries
 from wafopt.core.result import Bound, Status
 from wafopt.core.solution import Solution, is_solution_file, read_solution
+from wafopt.core.workers import default_workers  # noqa: F401 - the CLI's default, re-exported
 from wafopt.problems import Evaluation, Loaded, parse_instance
 from wafopt.problems import evaluate as evaluate_plan
 from wafopt.problems import load as load_file

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import sys
 import threading
@@ -23,6 +22,7 @@ from wafopt.api import (
     runs_without_limit,
     save,
 )
+from wafopt.api.solving import default_workers
 from wafopt.present.progress import console_progress
 
 
@@ -51,7 +51,7 @@ def solve_options(args):
     workers = getattr(args, "workers", 1)
     try:
         return options(args.time_limit, args.seed, None, args.quiet, getattr(args, "verbose", False),
-                       workers=(os.cpu_count() or 1) if workers is None else workers,
+                       workers=default_workers(workers),
                        solver=getattr(args, "solver", None) or "highs",
                        elite_share=getattr(args, "elite_share", 0.5), scheduler=getattr(args, "scheduler", None))
     except InstanceError as exc:

@@ -6,7 +6,6 @@ import csv
 import io
 import json
 import math
-import os
 import sys
 
 import wafopt.api as api
@@ -18,6 +17,7 @@ from wafopt.api import (
     NOT_STARTED,
     InstanceError,
 )
+from wafopt.api.solving import default_workers
 from wafopt.cli.common import (
     Command,
     add_solve_options,
@@ -213,7 +213,7 @@ class Certify(Command):
         if args.workers is not None and args.workers < 1:
             raise InstanceError(f"must be a positive number of processes, got {args.workers}", "--workers")
         report = api.certify_file(args.solution, args.instance, resolve=args.resolve, time_limit=args.time_limit,
-                                  workers=(os.cpu_count() or 1) if args.workers is None else args.workers,
+                                  workers=default_workers(args.workers),
                                   quiet=args.quiet)
         for line in report.lines:
             print(line)

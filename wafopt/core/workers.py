@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 import traceback
 from collections import deque
@@ -21,6 +22,11 @@ from typing import Any, Callable, Iterable, Iterator
 
 JOIN_S = 0.5   # how long a worker may take to exit (asked, or terminated) before it is killed
 WAIT_S = 1.0   # how long one wait for a result blocks before it looks again
+
+
+def default_workers(workers: int | None) -> int:
+    """`workers` as given, or one process per core when it is not."""
+    return (os.cpu_count() or 1) if workers is None else workers
 
 
 class WorkerError(RuntimeError):
